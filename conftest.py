@@ -1,0 +1,31 @@
+"""Repository-wide pytest hooks shared by the three packages' test trees."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.cache
+def _gpu_visible() -> tuple[bool, str]:
+    """Whether torch sees a CUDA/ROCm device; imported only when a gpu test was collected."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    if torch.cuda.is_available():
+        return True, ""
+    return False, "no CUDA/ROCm GPU visible to torch"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    visible, reason = _gpu_visible()
+    if visible:
+        return
+    skip = pytest.mark.skip(reason=f"gpu test: {reason}")
+    for item in gpu_items:
+        item.add_marker(skip)
