@@ -1,0 +1,68 @@
+"""Atomic, never-overwriting result files.
+
+Every artifact aorta writes goes through here: the bytes land in a temporary file in the same
+directory, are fsynced, and only then appear under their final name. A reader never sees a
+half-written file, and a crash leaves at most a stray temp file, never a truncated result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aorta.errors import OutputExistsError
+
+
+def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path:
+    """Write `text` to `path` atomically.
+
+    With `overwrite=False` (the default) an existing `path` is never replaced: the final step
+    is a hard link, which fails if the name exists, and `OutputExistsError` is raised.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if overwrite:
+            tmp.replace(path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise OutputExistsError(
+                    f"{path} already exists; refusing to overwrite it"
+                ) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return path
+
+
+def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path:
+    """Write `data` as strict JSON (no NaN/Infinity) atomically; see `write_text_atomic`."""
+    text = json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n"
+    return write_text_atomic(path, text, overwrite=overwrite)
+
+
+def create_run_dir(parent: Path, name: str) -> Path:
+    """Create a fresh directory `parent/name`, never reusing an existing one.
+
+    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended.
+    """
+    parent.mkdir(parents=True, exist_ok=True)
+    for attempt in range(1000):
+        candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        return candidate
+    raise OutputExistsError(f"could not create a fresh run directory for {name!r} under {parent}")

@@ -1,0 +1,1 @@
+"""Workloads that aorta can run, and the contract between a workload and the runner."""

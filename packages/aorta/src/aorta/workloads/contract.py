@@ -1,0 +1,59 @@
+"""The contract between a workload and `aorta.runner.run_trials`.
+
+A workload is a callable `entry(ctx: TrialContext) -> WorkloadOutcome`. The runner owns
+everything around it (env vars, seeds, timing of the whole trial, the trial JSON); the workload
+owns the training loop and says how the trial went. An exception raised by the entry is caught
+by the runner and recorded as a failed trial with its traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+class StepCallback(Protocol):
+    """Called by a workload after every training step (progress display, heartbeats)."""
+
+    def __call__(self, step: int, loss: float | None, step_time_ms: float) -> None: ...
+
+
+def ignore_step(step: int, loss: float | None, step_time_ms: float) -> None:
+    """Default step callback: progress is optional."""
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What a workload gets for one trial."""
+
+    trial_id: int
+    seed: int
+    steps: int
+    # The process environment as the trial sees it: mitigation and extra env vars applied.
+    environ: Mapping[str, str]
+    output_dir: Path
+    rank: int = 0
+    world_size: int = 1
+    on_step: StepCallback = ignore_step
+
+
+@dataclass
+class WorkloadOutcome:
+    """How one trial went, from the workload's point of view."""
+
+    # Per-step wall times in milliseconds AFTER warm-up (device-synchronised on GPU).
+    step_times_ms: list[float]
+    warmup_steps: int
+    # One loss per completed step (warm-up included); None where the loss was not finite.
+    losses: list[float | None]
+    failure: str | None = None
+    failed_at_step: int | None = None
+    # Settings observed inside the trial (e.g. torch's TF32 flags), proving a mitigation acted.
+    observed: dict[str, object] = field(default_factory=dict)
+
+
+WorkloadEntry = Callable[[TrialContext], WorkloadOutcome]
+# Optional up-front check of a workload's parameters; raises `WorkloadConfigError`.
+WorkloadValidator = Callable[[Mapping[str, str]], None]
