@@ -14,8 +14,9 @@ EnvironmentKind = Literal["local", "docker", "venv"]
 
 # POSIX portable environment variable names (upper/lower letters, digits, underscore).
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-# Registry names become directory and cell names: keep them boring.
-_ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")
+# Registry names become directory and cell names: keep them boring. A leading underscore is
+# allowed for generated names such as inline docker environments (`_inline_<hash>`).
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z")
 
 
 def check_entry_name(name: str) -> str:
@@ -23,7 +24,7 @@ def check_entry_name(name: str) -> str:
     if not _ENTRY_NAME.match(name):
         raise ValueError(
             f"invalid registry name {name!r}: expected letters, digits and '_.+-', "
-            "starting with a letter or digit"
+            "starting with a letter, digit or '_'"
         )
     return name
 

@@ -1,0 +1,126 @@
+"""Run one trial in a fresh Python process (for process-scoped mitigations).
+
+Some variables (`HSA_XNACK`, `NVIDIA_TF32_OVERRIDE`, ...) are read once when the GPU runtime
+or a math library initialises; setting them in a running interpreter changes nothing. Trials
+with such a mitigation therefore run here: the parent starts
+`python -m aorta.runner.child SPEC TRIAL_ID` with the trial's variables in the child's
+environment from the first instruction, the child runs the same in-process trial code and
+writes the same `trial_<id>.json`. The child's stdout/stderr go to `trial_<id>.log`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aorta.atomic import write_json_atomic
+from aorta.registry.models import Environment
+from aorta.runner.in_process import run_trial_in_process, utc_timestamp
+from aorta.runner.models import RunRequest, TrialResult
+from aorta.runner.resolve import ResolvedRequest, resolve_request
+
+# How much of a crashed child's log ends up in the failed trial's `traceback` field.
+_LOG_TAIL_CHARS = 8000
+
+
+def _request_to_spec(request: RunRequest) -> dict[str, Any]:
+    env = request.environment
+    return {
+        "workload": request.workload,
+        "output_dir": str(request.output_dir),
+        "mitigations": list(request.mitigations),
+        "environment": env if isinstance(env, str) else dataclasses.asdict(env),
+        "extra_env": dict(request.extra_env),
+        "trials": request.trials,
+        "steps": request.steps,
+        "seed": request.seed,
+    }
+
+
+def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
+    env = spec["environment"]
+    return RunRequest(
+        workload=spec["workload"],
+        output_dir=Path(spec["output_dir"]),
+        mitigations=tuple(spec["mitigations"]),
+        environment=env if isinstance(env, str) else Environment(**env),
+        extra_env=spec["extra_env"],
+        trials=spec["trials"],
+        steps=spec["steps"],
+        seed=spec["seed"],
+    )
+
+
+def _crash_result(resolved: ResolvedRequest, trial_id: int, reason: str, log: str) -> TrialResult:
+    request = resolved.request
+    return TrialResult(
+        trial_id=trial_id,
+        workload=request.workload,
+        mitigations=request.mitigations,
+        environment=request.environment_name,
+        seed=request.trial_seed(trial_id),
+        steps=request.steps,
+        passed=False,
+        failure=reason,
+        step_times_ms=[],
+        warmup_steps=0,
+        losses=[],
+        wall_clock_sec=0.0,
+        started_at=utc_timestamp(),
+        env_applied=dict(resolved.env),
+        env_snapshot={},
+        observed={},
+        execution="child_process",
+        traceback=log[-_LOG_TAIL_CHARS:] or None,
+    )
+
+
+def run_trial_in_child(resolved: ResolvedRequest, trial_id: int) -> TrialResult:
+    """Run one trial in a fresh interpreter and return the result the child wrote.
+
+    If the child dies without writing its result (segfault, OOM kill), the trial is recorded
+    as failed with the exit code and the tail of its log; the parent writes that record.
+    """
+    request = resolved.request
+    result_path = request.trial_path(trial_id)
+    log_path = request.output_dir / f"trial_{trial_id}.log"
+    child_env = {**os.environ, **resolved.env}
+    with tempfile.TemporaryDirectory(prefix="aorta-child-") as tmp:
+        spec_path = Path(tmp) / "request.json"
+        spec_path.write_text(json.dumps(_request_to_spec(request)), encoding="utf-8")
+        cmd = [sys.executable, "-m", "aorta.runner.child", str(spec_path), str(trial_id)]
+        with log_path.open("w", encoding="utf-8") as log:
+            proc = subprocess.Popen(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                returncode = proc.wait()
+            finally:
+                if proc.poll() is None:  # interrupted while waiting: do not leave it running
+                    proc.terminate()
+                    proc.wait()
+    if result_path.exists():
+        return TrialResult.from_dict(json.loads(result_path.read_text(encoding="utf-8")))
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    reason = f"child process exited with code {returncode} without a result (log: {log_path})"
+    result = _crash_result(resolved, trial_id, reason, log_text)
+    write_json_atomic(result_path, result.to_dict())
+    return result
+
+
+def main(argv: list[str]) -> int:
+    """Child side: `python -m aorta.runner.child SPEC TRIAL_ID`."""
+    spec_path, trial_id = Path(argv[0]), int(argv[1])
+    request = _request_from_spec(json.loads(spec_path.read_text(encoding="utf-8")))
+    resolved = resolve_request(request)
+    result = run_trial_in_process(resolved, trial_id, execution="child_process")
+    write_json_atomic(request.trial_path(trial_id), result.to_dict())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

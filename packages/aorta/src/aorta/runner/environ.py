@@ -1,0 +1,55 @@
+"""Apply a trial's environment variables and put the process environment back afterwards."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+from aorta.errors import AortaUsageError
+from aorta.registry.models import Mitigation
+
+
+class MitigationConflictError(AortaUsageError):
+    """Two mitigations of one request set the same variable to different values."""
+
+
+def merge_env(mitigations: Sequence[Mitigation], extra_env: Mapping[str, str]) -> dict[str, str]:
+    """Union the mitigations' env bundles in order, then apply `extra_env` on top.
+
+    Two mitigations that set one variable to different values are a contradiction, not a
+    stacking: that raises `MitigationConflictError`. `extra_env` may override anything: it is
+    the explicit per-experiment knob.
+    """
+    merged: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for mitigation in mitigations:
+        for key, value in mitigation.env.items():
+            if key in merged and merged[key] != value:
+                raise MitigationConflictError(
+                    f"mitigations {owner[key]!r} and {mitigation.name!r} both set {key} "
+                    f"({merged[key]!r} vs {value!r})"
+                )
+            merged[key] = value
+            owner[key] = mitigation.name
+    merged.update(extra_env)
+    return merged
+
+
+@contextmanager
+def applied_environ(env: Mapping[str, str]) -> Iterator[None]:
+    """Set `env` in `os.environ` for the duration of the block, then restore exactly.
+
+    Variables that did not exist before are removed again; the restore also runs when the
+    block raises (including KeyboardInterrupt).
+    """
+    saved = {key: os.environ.get(key) for key in env}
+    try:
+        os.environ.update(env)
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

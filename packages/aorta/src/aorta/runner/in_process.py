@@ -1,0 +1,88 @@
+"""Run one trial in this interpreter: env applied, workload called, outcome recorded."""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from datetime import UTC, datetime
+
+from aorta.instrumentation.environment import collect_env
+from aorta.runner.environ import applied_environ
+from aorta.runner.models import Execution, TrialResult
+from aorta.runner.resolve import ResolvedRequest
+from aorta.workloads.contract import StepCallback, TrialContext, WorkloadOutcome, ignore_step
+
+
+def utc_timestamp() -> str:
+    """Now, as ISO 8601 UTC with a trailing Z."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def run_trial_in_process(
+    resolved: ResolvedRequest,
+    trial_id: int,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+    on_step: StepCallback = ignore_step,
+    execution: Execution = "in_process",
+) -> TrialResult:
+    """Run trial `trial_id` here and return its record (never raises for a failed trial).
+
+    The trial's variables are in `os.environ` only while the workload runs and are restored
+    afterwards, also when the workload raises. An exception from the workload becomes a failed
+    trial carrying the exception text and traceback.
+    """
+    request = resolved.request
+    seed = request.trial_seed(trial_id)
+    started_at = utc_timestamp()
+    start = time.perf_counter()
+    outcome: WorkloadOutcome | None = None
+    failure: str | None = None
+    trace: str | None = None
+    with applied_environ(resolved.env):
+        ctx = TrialContext(
+            trial_id=trial_id,
+            seed=seed,
+            steps=request.steps,
+            environ=dict(os.environ),
+            output_dir=request.output_dir,
+            rank=rank,
+            world_size=world_size,
+            on_step=on_step,
+        )
+        try:
+            outcome = resolved.workload.entry(ctx)
+        except Exception as exc:  # a failing trial is data, not a crash of the runner
+            failure = f"{type(exc).__name__}: {exc}"
+            trace = traceback.format_exc()
+        # Taken after the workload ran, still inside the trial's environment: by then the
+        # workload has imported its libraries, so their effective settings can be read.
+        snapshot = collect_env(scope="trial")
+    wall_clock = time.perf_counter() - start
+    if outcome is not None:
+        failure = outcome.failure
+    return TrialResult(
+        trial_id=trial_id,
+        workload=request.workload,
+        mitigations=request.mitigations,
+        environment=request.environment_name,
+        seed=seed,
+        steps=request.steps,
+        passed=failure is None,
+        failure=failure,
+        step_times_ms=list(outcome.step_times_ms) if outcome else [],
+        warmup_steps=outcome.warmup_steps if outcome else 0,
+        losses=list(outcome.losses) if outcome else [],
+        wall_clock_sec=wall_clock,
+        started_at=started_at,
+        env_applied=dict(resolved.env),
+        env_snapshot=snapshot.to_dict(),
+        observed=dict(outcome.observed) if outcome else {},
+        execution=execution,
+        failed_at_step=outcome.failed_at_step if outcome else None,
+        traceback=trace,
+        rank=rank,
+        world_size=world_size,
+    )

@@ -1,0 +1,105 @@
+"""B1 data: what to run (`RunRequest`) and how each trial went (`TrialResult`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from aorta.errors import AortaUsageError
+from aorta.registry.models import Environment
+
+TRIAL_SCHEMA_VERSION = 1
+
+Execution = Literal["in_process", "child_process"]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One cell's worth of trials: a workload under some mitigations in one environment.
+
+    `environment` is a registry name or an `Environment` object (e.g. an inline docker image
+    that was never registered). Trial `i` is seeded with `seed + i`; the seed is recorded.
+    """
+
+    workload: str
+    output_dir: Path
+    mitigations: tuple[str, ...] = ("none",)
+    environment: str | Environment = "local"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    trials: int = 1
+    steps: int = 10
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trials < 1:
+            raise AortaUsageError(f"trials must be >= 1, got {self.trials}")
+        if self.steps < 1:
+            raise AortaUsageError(f"steps must be >= 1, got {self.steps}")
+        if not self.mitigations:
+            raise AortaUsageError("mitigations must name at least one entry (use 'none')")
+        object.__setattr__(self, "mitigations", tuple(self.mitigations))
+        object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
+        object.__setattr__(self, "output_dir", Path(self.output_dir))
+
+    @property
+    def environment_name(self) -> str:
+        """The environment's name whether it was given by name or as an object."""
+        env = self.environment
+        return env if isinstance(env, str) else env.name
+
+    def trial_seed(self, trial_id: int) -> int:
+        """Seed of trial `trial_id`: distinct per trial so trials are independent samples."""
+        return self.seed + trial_id
+
+    def trial_path(self, trial_id: int) -> Path:
+        """Where trial `trial_id`'s JSON is written."""
+        return self.output_dir / f"trial_{trial_id}.json"
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """The record of one trial, as written to `trial_<id>.json`."""
+
+    trial_id: int
+    workload: str
+    mitigations: tuple[str, ...]
+    environment: str
+    seed: int
+    steps: int
+    passed: bool
+    failure: str | None
+    step_times_ms: list[float]
+    warmup_steps: int
+    losses: list[float | None]
+    wall_clock_sec: float
+    started_at: str
+    env_applied: dict[str, str]
+    env_snapshot: dict[str, Any]
+    observed: dict[str, Any]
+    execution: Execution = "in_process"
+    failed_at_step: int | None = None
+    traceback: str | None = None
+    rank: int = 0
+    world_size: int = 1
+    schema_version: int = TRIAL_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists)."""
+        data = asdict(self)
+        data["mitigations"] = list(self.mitigations)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrialResult:
+        """Rebuild a result from `to_dict()` output (e.g. a trial JSON read back)."""
+        version = data.get("schema_version")
+        if version != TRIAL_SCHEMA_VERSION:
+            raise ValueError(
+                f"unsupported trial schema_version {version!r} (expected {TRIAL_SCHEMA_VERSION})"
+            )
+        fields = dict(data)
+        fields["mitigations"] = tuple(fields["mitigations"])
+        return cls(**fields)

@@ -1,0 +1,48 @@
+"""Turn a `RunRequest`'s names into registry entries, once, before any trial runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aorta.errors import UnknownMitigationError
+from aorta.registry.loader import (
+    get_environment,
+    get_workload,
+    load_mitigations,
+)
+from aorta.registry.models import Environment, Mitigation, Workload
+from aorta.runner.environ import merge_env
+from aorta.runner.models import RunRequest
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    """A request with every name resolved and the trial environment merged."""
+
+    request: RunRequest
+    workload: Workload
+    mitigations: tuple[Mitigation, ...]
+    environment: Environment
+    env: dict[str, str]
+
+    @property
+    def needs_fresh_process(self) -> bool:
+        """True when a mitigation's variables are only read at runtime start-up."""
+        return any(m.process_scoped for m in self.mitigations)
+
+
+def resolve_request(request: RunRequest) -> ResolvedRequest:
+    """Resolve names through the registry; raises the `Unknown*Error`s on bad names."""
+    workload = get_workload(request.workload)
+    catalog = load_mitigations()
+    unknown = [name for name in request.mitigations if name not in catalog]
+    if unknown:
+        raise UnknownMitigationError(unknown[0], list(catalog))
+    mitigations = tuple(catalog[name] for name in request.mitigations)
+    environment = (
+        request.environment
+        if isinstance(request.environment, Environment)
+        else get_environment(request.environment)
+    )
+    env = merge_env(mitigations, request.extra_env)
+    return ResolvedRequest(request, workload, mitigations, environment, env)

@@ -1,0 +1,188 @@
+"""B1 `run_trials`: the contract, tested through the really installed `toy` plugin workload."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from aorta.errors import (
+    EnvironmentUnavailableError,
+    OutputExistsError,
+    UnknownEnvironmentError,
+    UnknownMitigationError,
+    UnknownWorkloadError,
+)
+from aorta.registry import Environment, Mitigation
+from aorta.runner import MitigationConflictError, RunRequest, TrialResult, merge_env, run_trials
+
+pytestmark = pytest.mark.usefixtures("plugin")
+
+
+def _request(tmp_path: Path, **overrides: object) -> RunRequest:
+    fields: dict[str, object] = {
+        "workload": "toy",
+        "output_dir": tmp_path / "out",
+        "trials": 2,
+        "steps": 5,
+    }
+    fields.update(overrides)
+    return RunRequest(**fields)  # type: ignore[arg-type]
+
+
+def test_each_trial_writes_its_json_and_returns_the_same_record(tmp_path: Path) -> None:
+    results = run_trials(_request(tmp_path, trials=3, seed=10))
+    assert [r.trial_id for r in results] == [0, 1, 2]
+    assert [r.seed for r in results] == [10, 11, 12]
+    for result in results:
+        path = tmp_path / "out" / f"trial_{result.trial_id}.json"
+        on_disk = json.loads(path.read_text())
+        assert TrialResult.from_dict(on_disk) == result
+        assert on_disk["execution"] == "in_process"
+        assert on_disk["env_snapshot"]["scope"] == "trial"
+        assert isinstance(on_disk["wall_clock_sec"], float)
+    # Nothing but the trial files: no temp files left behind by the atomic writer.
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "trial_0.json",
+        "trial_1.json",
+        "trial_2.json",
+    ]
+
+
+def test_mitigation_env_applies_inside_the_trial_and_is_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AORTA_TOY_FIX", raising=False)
+    monkeypatch.setenv("AORTA_TOY_EXTRA", "before")
+    results = run_trials(
+        _request(tmp_path, mitigations=("plugin_fix",), extra_env={"AORTA_TOY_EXTRA": "during"})
+    )
+    for result in results:
+        assert result.observed["AORTA_TOY_FIX"] == "1"
+        assert result.observed["AORTA_TOY_EXTRA"] == "during"
+        assert result.env_applied == {"AORTA_TOY_FIX": "1", "AORTA_TOY_EXTRA": "during"}
+        # The per-trial snapshot is taken with the trial's variables applied.
+        assert result.env_snapshot["env_vars"]["AORTA_TOY_FIX"] == "1"
+    assert "AORTA_TOY_FIX" not in os.environ
+    assert os.environ["AORTA_TOY_EXTRA"] == "before"
+
+
+def test_extra_env_overrides_mitigation_values(tmp_path: Path) -> None:
+    (result,) = run_trials(
+        _request(tmp_path, trials=1, mitigations=("plugin_fix",), extra_env={"AORTA_TOY_FIX": ""})
+    )
+    assert result.env_applied["AORTA_TOY_FIX"] == ""
+    assert result.observed["AORTA_TOY_FIX"] == ""
+
+
+def test_failures_are_results_and_counted_per_trial(tmp_path: Path) -> None:
+    # Odd seeds diverge at step 2: with 4 trials from seed 0, trials 1 and 3 fail.
+    results = run_trials(_request(tmp_path, trials=4, extra_env={"AORTA_TOY_FAIL_AT": "2"}))
+    assert [r.passed for r in results] == [True, False, True, False]
+    failed = results[1]
+    assert failed.failure == "non-finite loss at step 2"
+    assert failed.failed_at_step == 2
+    assert failed.losses == [1.0, 0.5, None]
+    assert len(results[0].step_times_ms) == 5
+
+
+def test_workload_exception_is_a_failed_trial_and_env_is_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AORTA_TOY_FIX", raising=False)
+    results = run_trials(
+        _request(tmp_path, mitigations=("plugin_fix",), extra_env={"AORTA_TOY_RAISE": "1"})
+    )
+    assert all(not r.passed for r in results)
+    assert results[0].failure == "RuntimeError: toy workload asked to raise"
+    assert results[0].traceback is not None
+    assert "Traceback (most recent call last)" in results[0].traceback
+    assert "AORTA_TOY_FIX" not in os.environ
+    assert "AORTA_TOY_RAISE" not in os.environ
+    saved = json.loads((tmp_path / "out" / "trial_0.json").read_text())
+    assert saved["passed"] is False and "RuntimeError" in saved["traceback"]
+
+
+def test_interrupt_keeps_finished_trials_and_restores_env(tmp_path: Path) -> None:
+    request = _request(tmp_path, trials=4, extra_env={"AORTA_TOY_INTERRUPT_AT_TRIAL": "2"})
+    with pytest.raises(KeyboardInterrupt):
+        run_trials(request)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["trial_0.json", "trial_1.json"]
+    assert "AORTA_TOY_INTERRUPT_AT_TRIAL" not in os.environ
+
+
+def test_existing_trial_files_are_never_overwritten(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "trial_1.json").write_text("earlier result")
+    with pytest.raises(OutputExistsError, match="never overwritten"):
+        run_trials(_request(tmp_path))
+    assert (out / "trial_1.json").read_text() == "earlier result"
+    assert not (out / "trial_0.json").exists()
+
+
+def test_bad_names_raise_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(UnknownWorkloadError, match="did you mean 'toy'"):
+        run_trials(_request(tmp_path, workload="toyy"))
+    with pytest.raises(UnknownMitigationError, match="did you mean 'plugin_fix'"):
+        run_trials(_request(tmp_path, mitigations=("none", "plugin_fixx")))
+    with pytest.raises(UnknownEnvironmentError):
+        run_trials(_request(tmp_path, environment="nowhere"))
+    assert not (tmp_path / "out").exists()
+
+
+def test_conflicting_mitigations_are_rejected() -> None:
+    a = Mitigation(name="a", env={"X": "1", "Y": "same"}, description="")
+    b = Mitigation(name="b", env={"X": "2", "Y": "same"}, description="")
+    with pytest.raises(MitigationConflictError, match=r"'a' and 'b' both set X \('1' vs '2'\)"):
+        merge_env([a, b], {})
+    # Same value twice is a harmless stack, and extra_env wins over both.
+    assert merge_env([a, Mitigation(name="c", env={"Y": "same"}, description="")], {"X": "9"}) == {
+        "X": "9",
+        "Y": "same",
+    }
+
+
+def test_non_local_environment_is_a_typed_cell_level_error(tmp_path: Path) -> None:
+    with pytest.raises(EnvironmentUnavailableError, match="kind 'docker'"):
+        run_trials(_request(tmp_path, environment="plugin_docker"))
+    inline = Environment(name="_inline_abc", kind="docker", image="x:y", description="")
+    with pytest.raises(EnvironmentUnavailableError):
+        run_trials(_request(tmp_path, environment=inline))
+
+
+def test_process_scoped_mitigation_runs_each_trial_in_a_fresh_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AORTA_TOY_PROCESS_FLAG", raising=False)
+    results = run_trials(_request(tmp_path, mitigations=("plugin_process",), trials=2))
+    pids = {r.observed["pid"] for r in results}
+    assert os.getpid() not in pids and len(pids) == 2
+    for result in results:
+        assert result.execution == "child_process"
+        assert result.observed["AORTA_TOY_PROCESS_FLAG"] == "on"
+        assert result.passed
+    assert "AORTA_TOY_PROCESS_FLAG" not in os.environ
+    saved = TrialResult.from_dict(json.loads((tmp_path / "out" / "trial_1.json").read_text()))
+    assert saved == results[1]
+
+
+def test_child_that_dies_is_recorded_as_failed_with_its_log(tmp_path: Path) -> None:
+    results = run_trials(
+        _request(tmp_path, workload="crash", mitigations=("plugin_process",), trials=1)
+    )
+    (result,) = results
+    assert not result.passed
+    assert result.failure is not None and "exited with code 3" in result.failure
+    assert result.traceback is not None and "exiting hard" in result.traceback
+    assert json.loads((tmp_path / "out" / "trial_0.json").read_text())["passed"] is False
+
+
+def test_only_rank_zero_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    results = run_trials(_request(tmp_path))
+    assert len(results) == 2 and all(r.rank == 1 and r.world_size == 2 for r in results)
+    assert not (tmp_path / "out").exists()
