@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from triton_invariance import __version__
@@ -19,10 +17,10 @@ def cli() -> None:
     """
 
 
-def main() -> int:
-    """Run the CLI; returns the exit code (0 ok, 2 usage error)."""
-    return cli.main(standalone_mode=True)  # type: ignore[no-any-return]
+def main() -> None:
+    """Run the CLI; Click exits with 0 on success and 2 on a usage error."""
+    cli.main(prog_name='triton-invariance')
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
