@@ -59,7 +59,7 @@ def test_unknown_names_list_known_names_and_suggest_a_close_match() -> None:
 
     with pytest.raises(UnknownEnvironmentError, match="did you mean 'local'"):
         get_environment("lokal")
-    with pytest.raises(UnknownWorkloadError, match="known: .*fsdp"):
+    with pytest.raises(UnknownWorkloadError, match=r"known: .*fsdp"):
         get_workload("zzz")
 
 

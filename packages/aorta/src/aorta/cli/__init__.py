@@ -1,0 +1,1 @@
+"""The `aorta` command line: thin parsers that call library functions."""

@@ -1,0 +1,161 @@
+"""`aorta run`: run trials of one workload under mitigations (B1 on the command line)."""
+
+from __future__ import annotations
+
+import statistics
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from aorta.registry.models import check_env_var_name
+
+if TYPE_CHECKING:
+    from aorta.runner.models import RunRequest, TrialResult
+
+
+def _split_names(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in value.split(","))
+    if not all(names):
+        raise click.BadParameter(f"expected comma-separated names, got {value!r}")
+    return names
+
+
+def _parse_assignments(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}")
+        try:
+            check_env_var_name(key)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        env[key] = value
+    return env
+
+
+class LineReporter:
+    """One plain line per finished trial: readable in a terminal, a log file or CI."""
+
+    def __init__(self, trials: int, *, echo: bool = True) -> None:
+        self.trials = trials
+        self.echo = echo  # False on torchrun ranks other than 0: one log, not N copies
+        self.finished: list[TrialResult] = []
+
+    def say(self, line: str) -> None:
+        """Print a line unless this reporter is muted."""
+        if self.echo:
+            click.echo(line)
+
+    def trial_started(self, request: RunRequest, trial_id: int, seed: int) -> None:
+        """Nothing to print until the trial has a result."""
+
+    def step(self, trial_id: int, step: int, loss: float | None, step_time_ms: float) -> None:
+        """Per-step progress is too chatty for a line log."""
+
+    def trial_finished(self, result: TrialResult) -> None:
+        """Print the trial's verdict, its step-time summary and where it ran."""
+        self.finished.append(result)
+        times = result.step_times_ms
+        mean = f"{statistics.fmean(times):.1f} ms/step" if times else "no timed steps"
+        verdict = "passed" if result.passed else f"FAILED: {result.failure}"
+        self.say(
+            f"trial {result.trial_id + 1}/{self.trials} seed={result.seed}: {verdict} "
+            f"({mean}, {result.wall_clock_sec:.1f} s, {result.execution.replace('_', ' ')})"
+        )
+
+
+@click.command("run")
+@click.option("--workload", "-w", required=True, help="Workload name (see the registry).")
+@click.option(
+    "--mitigations",
+    "-m",
+    default="none",
+    show_default=True,
+    callback=_split_names,
+    help="Comma-separated mitigation names; their env vars are unioned in order.",
+)
+@click.option("--environment", "-e", default="local", show_default=True, help="Environment name.")
+@click.option("--trials", "-n", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--steps",
+    "-s",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Training steps per trial (warm-up steps included, excluded from step times).",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of trial 0; trial i uses seed+i."
+)
+@click.option(
+    "--set",
+    "extra_env",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_parse_assignments,
+    help="Extra environment variable for every trial, applied after the mitigations. Repeatable.",
+)
+@click.option(
+    "--output-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("aorta_runs"),
+    show_default=True,
+    help="Parent directory; each run gets a fresh <workload>/<timestamp>/ inside it.",
+)
+def run_command(
+    workload: str,
+    mitigations: tuple[str, ...],
+    environment: str,
+    trials: int,
+    steps: int,
+    seed: int,
+    extra_env: dict[str, str],
+    output_dir: Path,
+) -> int:
+    """Run TRIALS trials of a workload and write one trial_<id>.json per trial.
+
+    Exit code 0 when every trial passed, 1 when any trial failed, 2 for bad input.
+    """
+    from aorta.atomic import create_run_dir
+    from aorta.registry.loader import get_workload
+    from aorta.runner import RunRequest, run_trials
+    from aorta.runner.trials import distributed_rank
+
+    get_workload(workload)  # fail on a bad name before creating any directory
+    rank, _ = distributed_rank()
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S")
+    if rank == 0:
+        run_dir = create_run_dir(output_dir / workload, stamp)
+    else:
+        # Under torchrun only rank 0 writes; the other ranks never create this path.
+        run_dir = output_dir / workload / f"{stamp}.rank{rank}-writes-nothing"
+    request = RunRequest(
+        workload=workload,
+        output_dir=run_dir,
+        mitigations=mitigations,
+        environment=environment,
+        extra_env=extra_env,
+        trials=trials,
+        steps=steps,
+        seed=seed,
+    )
+    reporter = LineReporter(trials, echo=rank == 0)
+    reporter.say(f"aorta run: {workload} x {trials} trial(s), {steps} steps -> {run_dir}")
+    try:
+        results = run_trials(request, reporter)
+    except KeyboardInterrupt:
+        click.echo(
+            f"aorta run: interrupted after {len(reporter.finished)} of {trials} trial(s); "
+            f"their files are kept in {run_dir}",
+            err=True,
+        )
+        raise
+    failed = sum(not r.passed for r in results)
+    reporter.say(f"{trials - failed}/{trials} trial(s) passed; trial files in {run_dir}")
+    return 1 if failed else 0
