@@ -19,7 +19,7 @@ def cli() -> None:
 
 def main() -> None:
     """Run the CLI; Click exits with 0 on success and 2 on a usage error."""
-    cli.main(prog_name='triton-invariance')
+    cli.main(prog_name="triton-invariance")
 
 
 if __name__ == "__main__":
