@@ -25,8 +25,17 @@ $(STAMP): packages/aorta/pyproject.toml packages/triton-invariance/pyproject.tom
 
 install: $(STAMP)
 
+# The fsdp workload's divergent preset (aorta.workloads.fsdp.config.DIVERGENT_PRESET): plain SGD
+# at a too-high learning rate, where some seeds blow up within 40 steps.
+DIVERGENT := --set AORTA_FSDP_OPTIMIZER=sgd --set AORTA_FSDP_MOMENTUM=0 --set AORTA_FSDP_LR=4.2
+
+# Exit code 1 means "some trial failed", which is the point of the first run; 2 (bad input)
+# or anything else still fails the target.
 demo: $(STAMP)
-	$(BIN)/aorta run --workload fsdp --trials 2 --steps 20 --output-dir aorta_runs
+	@echo "== fsdp at a too-high learning rate: some seeds diverge =="
+	$(BIN)/aorta run -w fsdp -n 4 -s 40 $(DIVERGENT) -o aorta_runs || test $$? -eq 1
+	@echo "== the same trials with the fsdp_grad_clip mitigation =="
+	$(BIN)/aorta run -w fsdp -n 4 -s 40 -m fsdp_grad_clip $(DIVERGENT) -o aorta_runs
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
