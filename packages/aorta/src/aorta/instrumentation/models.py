@@ -10,13 +10,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 Scope = Literal["host", "environment", "trial"]
 GpuSource = Literal["torch", "nvidia-smi", "rocm-smi"]
 
 SCOPES: tuple[Scope, ...] = get_args(Scope)
 GPU_SOURCES: tuple[GpuSource, ...] = get_args(GpuSource)
+
+RecordT = TypeVar("RecordT")
 
 # Bump when a field changes meaning or disappears; adding optional fields is not a bump.
 SCHEMA_VERSION = 1
@@ -33,11 +35,7 @@ class PythonInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PythonInfo:
         """Rebuild from `dataclasses.asdict` output."""
-        return cls(
-            version=data["version"],
-            implementation=data["implementation"],
-            executable=data["executable"],
-        )
+        return _flat(cls, data)
 
 
 @dataclass(frozen=True)
@@ -52,12 +50,7 @@ class PlatformInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PlatformInfo:
         """Rebuild from `dataclasses.asdict` output."""
-        return cls(
-            system=data["system"],
-            release=data["release"],
-            machine=data["machine"],
-            libc=data["libc"],
-        )
+        return _flat(cls, data)
 
 
 @dataclass(frozen=True)
@@ -71,11 +64,7 @@ class CpuInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CpuInfo:
         """Rebuild from `dataclasses.asdict` output."""
-        return cls(
-            model=data["model"],
-            logical_count=data["logical_count"],
-            affinity_count=data["affinity_count"],
-        )
+        return _flat(cls, data)
 
 
 @dataclass(frozen=True)
@@ -88,7 +77,7 @@ class MemoryInfo:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryInfo:
         """Rebuild from `dataclasses.asdict` output."""
-        return cls(total_bytes=data["total_bytes"], available_bytes=data["available_bytes"])
+        return _flat(cls, data)
 
 
 @dataclass(frozen=True)
@@ -104,13 +93,7 @@ class TorchDevice:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TorchDevice:
         """Rebuild from `dataclasses.asdict` output."""
-        return cls(
-            index=data["index"],
-            name=data["name"],
-            total_memory_bytes=data["total_memory_bytes"],
-            capability=data["capability"],
-            gcn_arch_name=data["gcn_arch_name"],
-        )
+        return _flat(cls, data)
 
 
 @dataclass(frozen=True)
@@ -287,6 +270,12 @@ class EnvSnapshot:
             partial=bool(data["partial"]),
             partial_reasons=tuple(data["partial_reasons"]),
         )
+
+
+def _flat(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
+    """Build a record whose fields are all plain JSON values; KeyError names a missing field."""
+    names = [field.name for field in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return cls(**{name: data[name] for name in names})
 
 
 def _lists(value: object) -> object:

@@ -16,12 +16,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.registry.models import Environment
-from aorta.runner.in_process import run_trial_in_process, utc_timestamp
+from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.resolve import ResolvedRequest, resolve_request
 
@@ -57,30 +58,6 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
     )
 
 
-def _crash_result(resolved: ResolvedRequest, trial_id: int, reason: str, log: str) -> TrialResult:
-    request = resolved.request
-    return TrialResult(
-        trial_id=trial_id,
-        workload=request.workload,
-        mitigations=request.mitigations,
-        environment=request.environment_name,
-        seed=request.trial_seed(trial_id),
-        steps=request.steps,
-        passed=False,
-        failure=reason,
-        step_times_ms=[],
-        warmup_steps=0,
-        losses=[],
-        wall_clock_sec=0.0,
-        started_at=utc_timestamp(),
-        env_applied=dict(resolved.env),
-        env_snapshot={},
-        observed={},
-        execution="child_process",
-        traceback=log[-_LOG_TAIL_CHARS:] or None,
-    )
-
-
 def run_trial_in_child(resolved: ResolvedRequest, trial_id: int) -> TrialResult:
     """Run one trial in a fresh interpreter and return the result the child wrote.
 
@@ -95,6 +72,7 @@ def run_trial_in_child(resolved: ResolvedRequest, trial_id: int) -> TrialResult:
         spec_path = Path(tmp) / "request.json"
         spec_path.write_text(json.dumps(_request_to_spec(request)), encoding="utf-8")
         cmd = [sys.executable, "-m", "aorta.runner.child", str(spec_path), str(trial_id)]
+        started_at, start = utc_timestamp(), time.perf_counter()
         with log_path.open("w", encoding="utf-8") as log:
             proc = subprocess.Popen(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT)
             try:
@@ -107,7 +85,17 @@ def run_trial_in_child(resolved: ResolvedRequest, trial_id: int) -> TrialResult:
         return TrialResult.from_dict(json.loads(result_path.read_text(encoding="utf-8")))
     log_text = log_path.read_text(encoding="utf-8", errors="replace")
     reason = f"child process exited with code {returncode} without a result (log: {log_path})"
-    result = _crash_result(resolved, trial_id, reason, log_text)
+    result = build_trial_result(
+        resolved,
+        trial_id,
+        outcome=None,
+        failure=reason,
+        traceback_text=log_text[-_LOG_TAIL_CHARS:] or None,
+        started_at=started_at,
+        wall_clock_sec=time.perf_counter() - start,
+        env_snapshot={},
+        execution="child_process",
+    )
     write_json_atomic(result_path, result.to_dict())
     return result
 

@@ -6,6 +6,7 @@ import os
 import time
 import traceback
 from datetime import UTC, datetime
+from typing import Any
 
 from aorta.instrumentation.environment import collect_env
 from aorta.runner.environ import applied_environ
@@ -35,7 +36,6 @@ def run_trial_in_process(
     trial carrying the exception text and traceback.
     """
     request = resolved.request
-    seed = request.trial_seed(trial_id)
     started_at = utc_timestamp()
     start = time.perf_counter()
     outcome: WorkloadOutcome | None = None
@@ -44,7 +44,7 @@ def run_trial_in_process(
     with applied_environ(resolved.env):
         ctx = TrialContext(
             trial_id=trial_id,
-            seed=seed,
+            seed=request.trial_seed(trial_id),
             steps=request.steps,
             environ=dict(os.environ),
             output_dir=request.output_dir,
@@ -60,29 +60,57 @@ def run_trial_in_process(
         # Taken after the workload ran, still inside the trial's environment: by then the
         # workload has imported its libraries, so their effective settings can be read.
         snapshot = collect_env(scope="trial")
-    wall_clock = time.perf_counter() - start
-    if outcome is not None:
-        failure = outcome.failure
+    return build_trial_result(
+        resolved,
+        trial_id,
+        outcome=outcome,
+        failure=outcome.failure if outcome is not None else failure,
+        traceback_text=trace,
+        started_at=started_at,
+        wall_clock_sec=time.perf_counter() - start,
+        env_snapshot=snapshot.to_dict(),
+        execution=execution,
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+def build_trial_result(
+    resolved: ResolvedRequest,
+    trial_id: int,
+    *,
+    outcome: WorkloadOutcome | None,
+    failure: str | None,
+    traceback_text: str | None,
+    started_at: str,
+    wall_clock_sec: float,
+    env_snapshot: dict[str, Any],
+    execution: Execution,
+    rank: int = 0,
+    world_size: int = 1,
+) -> TrialResult:
+    """The trial record; `outcome` is None when the workload produced none (it raised, died)."""
+    request = resolved.request
     return TrialResult(
         trial_id=trial_id,
         workload=request.workload,
         mitigations=request.mitigations,
         environment=request.environment_name,
-        seed=seed,
+        seed=request.trial_seed(trial_id),
         steps=request.steps,
         passed=failure is None,
         failure=failure,
         step_times_ms=list(outcome.step_times_ms) if outcome else [],
         warmup_steps=outcome.warmup_steps if outcome else 0,
         losses=list(outcome.losses) if outcome else [],
-        wall_clock_sec=wall_clock,
+        wall_clock_sec=wall_clock_sec,
         started_at=started_at,
         env_applied=dict(resolved.env),
-        env_snapshot=snapshot.to_dict(),
+        env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
         execution=execution,
         failed_at_step=outcome.failed_at_step if outcome else None,
-        traceback=trace,
+        traceback=traceback_text,
         rank=rank,
         world_size=world_size,
     )
