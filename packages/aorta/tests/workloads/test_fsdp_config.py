@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,10 @@ def test_config_module_does_not_import_torch() -> None:
         "sys.exit('torch' in sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_package_readme_documents_every_parameter() -> None:
+    readme = Path(__file__).parents[2] / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    for name, default, _ in describe_parameters():
+        assert f"| `{name}` | {default} |" in text, f"{name} missing from {readme}"
