@@ -85,6 +85,19 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], expec
     assert len(error_lines) == 1, done.stderr
 
 
+@pytest.mark.usefixtures("plugin")
+def test_unavailable_environment_is_one_line_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "-w", "toy", "-e", "plugin_docker", "-o", str(tmp_path)])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        "aorta: error: environment 'plugin_docker' has kind 'docker', which run_trials "
+        "cannot dispatch yet (only 'local')"
+    )
+
+
 def test_version_and_help_do_not_import_torch() -> None:
     probe = (
         "import sys, contextlib, io\n"
@@ -151,6 +164,25 @@ def test_fsdp_run_trains_for_real_on_cpu(tmp_path: Path) -> None:
         assert trial["observed"]["world_size"] == 1
     assert trials[0]["seed"] != trials[1]["seed"]
     assert trials[0]["losses"] != trials[1]["losses"]
+
+
+def test_process_scoped_mitigation_reaches_a_fresh_fsdp_process(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [AORTA, "run", "-w", "fsdp", "-m", "tf32_off,xnack", "-s", "5", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    trial = json.loads((_run_dir(tmp_path, "fsdp") / "trial_0.json").read_text())
+    assert trial["execution"] == "child_process"
+    # Seen by the training code itself, inside the child interpreter.
+    assert trial["observed"]["NVIDIA_TF32_OVERRIDE"] == "0"
+    assert trial["observed"]["HIPBLASLT_ALLOW_TF32"] == "0"
+    assert trial["observed"]["HSA_XNACK"] == "1"
+    assert trial["env_snapshot"]["env_vars"]["HSA_XNACK"] == "1"
+    assert "HSA_XNACK" not in os.environ
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ import click
 from aorta import __version__
 from aorta.cli.env import env_group
 from aorta.cli.run import run_command
-from aorta.errors import AortaUsageError
+from aorta.errors import AortaError, AortaUsageError
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -40,10 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and map outcomes to exit codes (see module docstring)."""
     try:
         result = cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
-    except click.exceptions.Abort:  # Ctrl-C inside a click prompt
-        click.echo("aorta: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, click.exceptions.Abort):  # Abort: Ctrl-C inside a click prompt
         click.echo("aorta: interrupted", err=True)
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:  # --help, --version
@@ -54,6 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AortaUsageError as exc:
         click.echo(f"aorta: error: {exc}", err=True)
         return EXIT_USAGE
+    except AortaError as exc:  # the run could not happen (e.g. environment unavailable)
+        click.echo(f"aorta: error: {exc}", err=True)
+        return EXIT_RUN_FAILED
     return result if isinstance(result, int) else EXIT_OK
 
 
