@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from aorta.errors import OutputExistsError
+from aorta.errors import AortaUsageError, OutputExistsError
 
 
 def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path:
@@ -57,12 +57,17 @@ def create_run_dir(parent: Path, name: str) -> Path:
 
     When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended.
     """
-    parent.mkdir(parents=True, exist_ok=True)
-    for attempt in range(1000):
-        candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
-        try:
-            candidate.mkdir()
-        except FileExistsError:
-            continue
-        return candidate
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1000):
+            candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            return candidate
+    except OSError as exc:  # unwritable, read-only or a file in the way: the user's path
+        raise AortaUsageError(
+            f"cannot create a run directory under {parent}: {exc.strerror or exc}"
+        ) from None
     raise OutputExistsError(f"could not create a fresh run directory for {name!r} under {parent}")

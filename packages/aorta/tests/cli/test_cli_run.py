@@ -64,6 +64,8 @@ def test_rerun_never_reuses_a_run_directory(tmp_path: Path) -> None:
         (["run", "-w", "fsdp", "--set", "1X=2"], "invalid environment variable name '1X'"),
         (["run", "-w", "fsdp", "-m", "none,,xnack"], "expected comma-separated names"),
         (["run", "-w", "fsdp", "-n", "0"], "0 is not in the range x>=1"),
+        (["run", "-w", "fsdp", "-o", "/proc/no-such-dir"], "cannot create a run directory under"),
+        (["run", "-w", "fsdp", "-o", "/etc/hostname"], "is a file"),
         (
             ["run", "-w", "fsdp", "--set", "AORTA_FSDP_LR=abc"],
             "AORTA_FSDP_LR",
@@ -72,7 +74,7 @@ def test_rerun_never_reuses_a_run_directory(tmp_path: Path) -> None:
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, argv: list[str], expected: str) -> None:
     done = subprocess.run(
-        [AORTA, *argv, "-o", str(tmp_path)],
+        [AORTA, *argv, *([] if "-o" in argv else ["-o", str(tmp_path)])],
         capture_output=True,
         text=True,
         timeout=120,
