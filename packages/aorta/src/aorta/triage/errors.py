@@ -1,0 +1,13 @@
+"""Errors of the triage recipe: one line each, naming the file, the key path and the expectation."""
+
+from __future__ import annotations
+
+from aorta.errors import AortaUsageError
+
+
+class RecipeSchemaError(AortaUsageError):
+    """The recipe (file or flags) does not follow the schema: wrong type, missing/unknown key."""
+
+
+class RecipeCellError(AortaUsageError):
+    """One cell is well-formed but contradictory, e.g. two mitigations set one variable."""
