@@ -1,0 +1,81 @@
+"""Speed-confound detection: the one Confound column of the triage matrix.
+
+A mitigation that removes a numeric failure often also slows execution, and a slower run may
+merely avoid the race or timing window that caused the failure. So each cell's step time is
+compared with the baseline cell's and the cell is labelled, exactly per the spec's table:
+
+| label          | when                                                                  |
+|----------------|-----------------------------------------------------------------------|
+| `error`        | the whole cell failed (its row is kept so the matrix is complete)      |
+| `(baseline)`   | the baseline cell                                                     |
+| `speed (+N%)`  | `ratio > threshold` (may suppress the failure via slower iteration)    |
+| `no effect`    | `ratio <= threshold` and `nan_rate >= baseline_nan_rate`              |
+| `—`            | `ratio <= threshold` and `nan_rate < baseline_nan_rate` (trust it)    |
+
+The spec's table does not cover a missing ratio (baseline cell errored or recorded no step times,
+or this cell recorded none): every non-error, non-baseline rule needs the ratio, so such a cell is
+labelled `n/a` rather than guessed into one of the rules. Likewise `n/a` when the ratio is within
+the threshold but a failure rate is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "BASELINE",
+    "ERROR",
+    "NOT_AVAILABLE",
+    "NO_EFFECT",
+    "TRUSTED",
+    "classify",
+    "speed_label",
+]
+
+BASELINE = "(baseline)"
+TRUSTED = "\u2014"  # em dash: works without a speed cost
+NO_EFFECT = "no effect"
+ERROR = "error"
+NOT_AVAILABLE = "n/a"  # not in the spec's table: no ratio to judge by (documented above)
+
+
+def speed_label(ratio: float) -> str:
+    """`speed (+N%)` with N = (ratio - 1) * 100 rounded half away from zero.
+
+    Half-up rather than Python's banker's `round`, so that e.g. a 12.5 % slowdown reads +13 %,
+    as a reader would round it.
+    """
+    pct = (ratio - 1.0) * 100.0
+    n = int(math.copysign(math.floor(abs(pct) + 0.5), pct))
+    return f"speed ({n:+d}%)"
+
+
+def classify(  # noqa: PLR0911 - one return per row of the spec's rule table reads best
+    *,
+    is_baseline: bool,
+    error: str | None,
+    ratio: float | None,
+    nan_rate: float | None,
+    baseline_nan_rate: float | None,
+    threshold: float,
+) -> str:
+    """The Confound label of one cell (see the module docstring for the rules).
+
+    `ratio` is `cell mean step time / baseline mean step time`; `nan_rate` and
+    `baseline_nan_rate` are failure fractions. Precedence: `error` first (an errored baseline is
+    still `error`), then `(baseline)`, then the speed rule (which needs only the ratio), then the
+    failure-rate rules. A ratio exactly at the threshold is not a speed confound (`>` is strict).
+    """
+    if error is not None:
+        return ERROR
+    if is_baseline:
+        return BASELINE
+    if ratio is None or not math.isfinite(ratio):
+        return NOT_AVAILABLE
+    if ratio > threshold:
+        return speed_label(ratio)
+    if nan_rate is None or baseline_nan_rate is None:
+        return NOT_AVAILABLE
+    if nan_rate >= baseline_nan_rate:
+        return NO_EFFECT
+    return TRUSTED

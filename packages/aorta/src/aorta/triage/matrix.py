@@ -1,0 +1,471 @@
+"""The triage matrix as data: per-cell aggregation, step-time ratios, confound labels, evidence.
+
+Pure functions over `TrialResult` objects: no I/O, no registry, no CLI. The runner calls
+`aggregate_cell` (or `error_cell` when a whole cell failed) once per cell, then `build_matrix`
+once; the output layer renders the returned `Matrix` (`Matrix.to_dict()` is strict JSON).
+
+Aggregation choices the spec leaves open, made here:
+
+- Step-time statistics pool every post-warm-up step time of every trial in the cell (passed or
+  failed): a failing trial's steps were still executed at that speed. Non-finite step times are
+  left out of the statistics (one NaN would poison every mean) but kept in the raw data.
+- `std_step_time_ms` is the sample standard deviation (ddof=1); None with fewer than 2 samples.
+  Percentiles use numpy's default linear interpolation.
+- `nan_rate = failed_count / trials_run` (trials that actually ran, so one failing trial of 8 is
+  1/8, not 1/7 and not "cell failed"); None when no trial ran.
+- A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
+  there is nothing to judge it by, and `error` keeps its row in the matrix.
+- `step_time_ratio` is the ratio of pooled means, cell over baseline. The baseline's own ratio is
+  1.0. It is None (rendered `n/a`) when the baseline errored or recorded no step times, or when
+  the cell itself errored or recorded none.
+- The bootstrap interval of the ratio resamples per-trial mean step times, not individual steps:
+  trials are the independent units (steps within one trial are correlated), so resampling steps
+  would report a falsely narrow interval. Every cell uses the same seed, so adding or reordering
+  cells never changes another cell's interval.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aorta.runner.models import TrialResult
+from aorta.triage import confound, stats
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_THRESHOLD",
+    "CellStats",
+    "Matrix",
+    "MatrixRow",
+    "TrialSummary",
+    "aggregate_cell",
+    "build_matrix",
+    "error_cell",
+]
+
+DEFAULT_THRESHOLD = 1.15
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_ALPHA = 0.05
+_SIZING_POWER = 0.8  # power behind the "more trials needed" note
+
+
+@dataclass(frozen=True)
+class TrialSummary:
+    """What the matrix keeps of one trial: identity, outcome and its raw step times."""
+
+    trial_id: int
+    seed: int
+    passed: bool
+    failure: str | None
+    failed_at_step: int | None
+    step_times_ms: tuple[float, ...]
+    wall_clock_sec: float
+    env_applied: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def mean_step_time_ms(self) -> float | None:
+        """Mean of this trial's finite step times; None when it recorded none."""
+        finite = _finite(self.step_times_ms)
+        return math.fsum(finite) / len(finite) if finite else None
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """One cell's aggregated trials (or, with `error` set, a cell that failed as a whole)."""
+
+    name: str
+    trials_requested: int
+    trials_run: int
+    passed_count: int
+    failed_count: int
+    nan_rate: float | None
+    mean_step_time_ms: float | None
+    std_step_time_ms: float | None
+    p50_step_time_ms: float | None
+    p99_step_time_ms: float | None
+    mean_wall_clock_sec: float | None
+    failures: tuple[str, ...] = ()
+    trials: tuple[TrialSummary, ...] = ()
+    error: str | None = None
+
+    @property
+    def step_times_ms(self) -> tuple[float, ...]:
+        """Every trial's post-warm-up step times, pooled in trial order (raw, unfiltered)."""
+        return tuple(t for trial in self.trials for t in trial.step_times_ms)
+
+    @property
+    def per_trial_mean_step_time_ms(self) -> tuple[float, ...]:
+        """Mean step time of each trial that recorded any (the bootstrap's resampling unit)."""
+        means = (trial.mean_step_time_ms for trial in self.trials)
+        return tuple(m for m in means if m is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON-ready dict (non-finite floats become None)."""
+        return {
+            "name": self.name,
+            "error": self.error,
+            "trials_requested": self.trials_requested,
+            "trials_run": self.trials_run,
+            "passed_count": self.passed_count,
+            "failed_count": self.failed_count,
+            "nan_rate": _json_float(self.nan_rate),
+            "mean_step_time_ms": _json_float(self.mean_step_time_ms),
+            "std_step_time_ms": _json_float(self.std_step_time_ms),
+            "p50_step_time_ms": _json_float(self.p50_step_time_ms),
+            "p99_step_time_ms": _json_float(self.p99_step_time_ms),
+            "mean_wall_clock_sec": _json_float(self.mean_wall_clock_sec),
+            "per_trial_mean_step_time_ms": [
+                _json_float(m) for m in self.per_trial_mean_step_time_ms
+            ],
+            "failures": list(self.failures),
+            "trials": [
+                {
+                    "trial_id": t.trial_id,
+                    "seed": t.seed,
+                    "passed": t.passed,
+                    "failure": t.failure,
+                    "failed_at_step": t.failed_at_step,
+                    "wall_clock_sec": _json_float(t.wall_clock_sec),
+                    "mean_step_time_ms": _json_float(t.mean_step_time_ms),
+                    "env_applied": dict(t.env_applied),
+                    "step_times_ms": [_json_float(s) for s in t.step_times_ms],
+                }
+                for t in self.trials
+            ],
+        }
+
+
+def _finite(values: Iterable[float]) -> list[float]:
+    return [float(v) for v in values if math.isfinite(v)]
+
+
+def _json_float(value: float | None) -> float | None:
+    # Strict JSON has no NaN / Infinity; None says "no value" honestly.
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _failure_reason(result: TrialResult) -> str:
+    reason = result.failure or "failed (no reason recorded)"
+    return f"trial {result.trial_id}: {reason}"
+
+
+def error_cell(name: str, reason: str, *, trials_requested: int = 0) -> CellStats:
+    """A cell that failed as a whole (e.g. its docker image could not be pulled).
+
+    It keeps its row in the matrix (labelled `error`) with no counts or timings.
+    """
+    return CellStats(
+        name=name,
+        trials_requested=trials_requested,
+        trials_run=0,
+        passed_count=0,
+        failed_count=0,
+        nan_rate=None,
+        mean_step_time_ms=None,
+        std_step_time_ms=None,
+        p50_step_time_ms=None,
+        p99_step_time_ms=None,
+        mean_wall_clock_sec=None,
+        error=reason,
+    )
+
+
+def aggregate_cell(
+    name: str, results: Sequence[TrialResult], *, trials_requested: int
+) -> CellStats:
+    """Aggregate one cell's trial results into counts, failure rate and step-time statistics.
+
+    Each trial counts on its own: one failing trial of 8 gives 7 passed / 1 failed. See the
+    module docstring for the pooling, std and percentile conventions. An empty `results` gives
+    an errored cell (there is nothing to aggregate).
+    """
+    if not results:
+        return error_cell(
+            name,
+            f"no trial results ({trials_requested} requested)",
+            trials_requested=trials_requested,
+        )
+    import numpy as np
+
+    ordered = sorted(results, key=lambda r: r.trial_id)
+    trials = tuple(
+        TrialSummary(
+            trial_id=r.trial_id,
+            seed=r.seed,
+            passed=r.passed,
+            failure=r.failure,
+            failed_at_step=r.failed_at_step,
+            step_times_ms=tuple(float(t) for t in r.step_times_ms),
+            wall_clock_sec=float(r.wall_clock_sec),
+            env_applied=dict(r.env_applied),
+        )
+        for r in ordered
+    )
+    passed = sum(1 for r in ordered if r.passed)
+    failed = len(ordered) - passed
+    pooled = np.asarray(_finite(t for r in ordered for t in r.step_times_ms), dtype=np.float64)
+    walls = _finite(r.wall_clock_sec for r in ordered)
+    has_times = pooled.size > 0
+    return CellStats(
+        name=name,
+        trials_requested=trials_requested,
+        trials_run=len(ordered),
+        passed_count=passed,
+        failed_count=failed,
+        nan_rate=failed / len(ordered),
+        mean_step_time_ms=float(pooled.mean()) if has_times else None,
+        std_step_time_ms=float(pooled.std(ddof=1)) if pooled.size > 1 else None,
+        p50_step_time_ms=float(np.percentile(pooled, 50)) if has_times else None,
+        p99_step_time_ms=float(np.percentile(pooled, 99)) if has_times else None,
+        mean_wall_clock_sec=math.fsum(walls) / len(walls) if walls else None,
+        failures=tuple(_failure_reason(r) for r in ordered if not r.passed),
+        trials=trials,
+    )
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One matrix row: a cell's stats plus everything judged against the baseline."""
+
+    stats: CellStats
+    is_baseline: bool
+    step_time_ratio: float | None
+    confound: str
+    nan_rate_ci: tuple[float, float] | None
+    fisher_p: float | None
+    step_time_ratio_ci: tuple[float, float] | None
+
+    @property
+    def name(self) -> str:
+        """The cell's name (the row label)."""
+        return self.stats.name
+
+    def significant(self, alpha: float) -> bool:
+        """Whether the cell's failure count differs from the baseline's at level `alpha`."""
+        return self.fisher_p is not None and self.fisher_p < alpha
+
+    def to_dict(self, alpha: float) -> dict[str, Any]:
+        """Strict-JSON-ready dict: the cell's stats plus ratio, confound and evidence."""
+        data = self.stats.to_dict()
+        data.update(
+            {
+                "is_baseline": self.is_baseline,
+                "step_time_ratio": _json_float(self.step_time_ratio),
+                "confound": self.confound,
+                "nan_rate_ci": _json_interval(self.nan_rate_ci),
+                "fisher_p": _json_float(self.fisher_p),
+                "significant": self.significant(alpha),
+                "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
+            }
+        )
+        return data
+
+
+def _json_interval(interval: tuple[float, float] | None) -> list[float | None] | None:
+    return None if interval is None else [_json_float(interval[0]), _json_float(interval[1])]
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The whole triage matrix: rows in input order, plus warnings and statistical notes.
+
+    `warnings` are problems a reader must see first (baseline failed, cells errored, fewer
+    trials than requested); `notes` are statistical remarks (e.g. "more trials needed ...").
+    """
+
+    baseline: str
+    threshold: float
+    confidence: float
+    alpha: float
+    rows: tuple[MatrixRow, ...]
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def row(self, name: str) -> MatrixRow:
+        """The row of cell `name`; `KeyError` if there is none."""
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(name)
+
+    @property
+    def baseline_row(self) -> MatrixRow:
+        """The baseline cell's row."""
+        return self.row(self.baseline)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON-ready dict (`json.dumps(..., allow_nan=False)` accepts it)."""
+        return {
+            "baseline": self.baseline,
+            "baseline_mean_step_time_ms": _json_float(self.baseline_row.stats.mean_step_time_ms),
+            "threshold": self.threshold,
+            "confidence": self.confidence,
+            "alpha": self.alpha,
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+            "cells": [row.to_dict(self.alpha) for row in self.rows],
+        }
+
+
+def _ratio(cell: CellStats, base: CellStats) -> float | None:
+    if cell.error is not None or base.error is not None:
+        return None
+    if cell.mean_step_time_ms is None or base.mean_step_time_ms is None:
+        return None
+    if base.mean_step_time_ms <= 0.0:
+        return None
+    return cell.mean_step_time_ms / base.mean_step_time_ms
+
+
+def _pct(rate: float) -> str:
+    # 0.5 -> "50%", 0.125 -> "12.5%", 1/3 -> "33.3%": enough precision for a sizing note.
+    return f"{rate * 100:.3g}%"
+
+
+def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
+    """Per-cell problems a reader must see (the baseline's own are reported separately)."""
+    if cell.error is not None:
+        return [] if is_baseline else [f"cell {cell.name} failed: {cell.error}"]
+    found: list[str] = []
+    if cell.trials_run < cell.trials_requested:
+        found.append(
+            f"cell {cell.name} ran {cell.trials_run} of {cell.trials_requested} requested trials"
+        )
+    if cell.mean_step_time_ms is None and not is_baseline:
+        found.append(f"cell {cell.name} recorded no step times: its ratio is n/a")
+    return found
+
+
+def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> str | None:
+    """The "more trials needed" note, when no comparable cell differs significantly."""
+    if base.error is not None or base.nan_rate is None:
+        return None  # already a warning; there is no baseline rate to compare against
+    comparable = [
+        r
+        for r in rows
+        if not r.is_baseline and r.stats.error is None and r.stats.nan_rate is not None
+    ]
+    if not comparable or any(r.significant(alpha) for r in comparable):
+        return None
+    base_rate = base.nan_rate
+
+    def gap(row: MatrixRow) -> float:
+        assert row.stats.nan_rate is not None  # filtered above
+        return abs(row.stats.nan_rate - base_rate)
+
+    widest = max(comparable, key=gap)  # first of equals: input order
+    cell_rate = widest.stats.nan_rate
+    assert cell_rate is not None
+    needed = stats.trials_needed(base_rate, cell_rate, alpha=alpha, power=_SIZING_POWER)
+    if needed is None:
+        return (
+            f"no cell's failure rate differs from the baseline's ({_pct(base_rate)} of "
+            f"{base.trials_run} trials): no observed difference to size more trials from"
+        )
+    return (
+        f"more trials needed: {needed} trials per cell would detect a change from "
+        f"{_pct(base_rate)} to {_pct(cell_rate)} (largest observed difference, cell "
+        f"{widest.name}; two-sided alpha {alpha:g}, {_SIZING_POWER:.0%} power); no cell differs "
+        f"significantly from the baseline (Fisher exact p >= {alpha:g})"
+    )
+
+
+def build_matrix(
+    cells: Sequence[CellStats],
+    *,
+    baseline: str,
+    threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = DEFAULT_CONFIDENCE,
+    alpha: float = DEFAULT_ALPHA,
+    bootstrap_resamples: int = 2000,
+    seed: int = 0,
+) -> Matrix:
+    """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
+
+    Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
+    (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
+    two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
+    the ratio. Errored cells keep their rows. An errored (or timing-less) baseline never aborts:
+    ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
+    unknown `baseline`, or a non-positive `threshold` — caller bugs, not run outcomes.
+    """
+    names = [c.name for c in cells]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
+    if baseline not in names:
+        raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
+    if not (threshold > 0.0 and math.isfinite(threshold)):
+        raise ValueError(f"threshold must be a positive number, got {threshold}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
+
+    base = cells[names.index(baseline)]
+    warnings: list[str] = []
+    if base.error is not None:
+        warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
+    elif base.mean_step_time_ms is None:
+        warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")
+    base_per_trial = base.per_trial_mean_step_time_ms
+
+    rows: list[MatrixRow] = []
+    for cell in cells:
+        is_base = cell.name == baseline
+        warnings.extend(_cell_warnings(cell, is_baseline=is_base))
+        ratio = _ratio(cell, base)
+        label = confound.classify(
+            is_baseline=is_base,
+            error=cell.error,
+            ratio=ratio,
+            nan_rate=cell.nan_rate,
+            baseline_nan_rate=base.nan_rate,
+            threshold=threshold,
+        )
+        nan_ci = (
+            stats.wilson_interval(cell.failed_count, cell.trials_run, confidence)
+            if cell.error is None and cell.trials_run > 0
+            else None
+        )
+        fisher_p: float | None = None
+        ratio_ci: tuple[float, float] | None = None
+        if not is_base and cell.error is None and base.error is None:
+            if cell.trials_run > 0 and base.trials_run > 0:
+                fisher_p = stats.fisher_p_value(
+                    cell.failed_count, cell.trials_run, base.failed_count, base.trials_run
+                )
+            if ratio is not None:
+                ratio_ci = stats.bootstrap_ratio_interval(
+                    cell.per_trial_mean_step_time_ms,
+                    base_per_trial,
+                    confidence=confidence,
+                    resamples=bootstrap_resamples,
+                    seed=seed,
+                )
+        rows.append(
+            MatrixRow(
+                stats=cell,
+                is_baseline=is_base,
+                step_time_ratio=ratio,
+                confound=label,
+                nan_rate_ci=nan_ci,
+                fisher_p=fisher_p,
+                step_time_ratio_ci=ratio_ci,
+            )
+        )
+
+    note = _sizing_note(rows, base, alpha)
+    return Matrix(
+        baseline=baseline,
+        threshold=threshold,
+        confidence=confidence,
+        alpha=alpha,
+        rows=tuple(rows),
+        warnings=tuple(warnings),
+        notes=(note,) if note is not None else (),
+    )

@@ -1,0 +1,165 @@
+"""Evidence for the triage matrix: how sure each cell's failure rate and step-time ratio are.
+
+Every matrix cell reports
+
+- a 95 % Wilson interval for its failure rate (`wilson_interval`),
+- a two-sided Fisher exact p-value of its failures against the baseline's (`fisher_p_value`),
+- a bootstrap 95 % interval of its step-time ratio to the baseline (`bootstrap_ratio_interval`),
+
+and, when no cell differs significantly from the baseline, the matrix says how many trials per cell
+would detect the observed difference (`trials_needed`).
+
+The statistics themselves come from scipy / numpy; this module only adapts them to the matrix's
+data and pins down the edge cases. scipy and numpy are imported inside the functions so that merely
+importing this module (or `aorta.triage.matrix`) never pays for them; `aorta --help` must not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+__all__ = [
+    "bootstrap_ratio_interval",
+    "fisher_p_value",
+    "trials_needed",
+    "wilson_interval",
+]
+
+
+def _check_counts(failures: int, trials: int, what: str) -> None:
+    if trials < 1:
+        raise ValueError(f"{what}: trials must be >= 1, got {trials}")
+    if not 0 <= failures <= trials:
+        raise ValueError(f"{what}: failures must be within 0..{trials}, got {failures}")
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+
+
+def wilson_interval(failures: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval for a failure rate of `failures` out of `trials`.
+
+    Wilson rather than the normal ("Wald") interval because triage cells hold few trials and
+    rates at or near 0 % / 100 %, where Wald collapses to a zero-width interval. Computed by
+    `scipy.stats.binomtest(...).proportion_ci(method="wilson")`. Raises `ValueError` for
+    `trials < 1` (there is no rate to bound) or `failures` outside `0..trials`.
+    """
+    _check_counts(failures, trials, "wilson_interval")
+    _check_confidence(confidence)
+    from scipy.stats import binomtest  # type: ignore[import-untyped]  # scipy ships no stubs
+
+    ci = binomtest(failures, trials).proportion_ci(confidence_level=confidence, method="wilson")
+    # Clamp: the closed form can land a hair outside [0, 1] in floating point.
+    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+
+
+def fisher_p_value(
+    cell_failures: int, cell_trials: int, base_failures: int, base_trials: int
+) -> float:
+    """Two-sided Fisher exact p-value: does the cell's failure count differ from the baseline's?
+
+    The 2x2 table is (failed, passed) x (cell, baseline). Exact rather than chi-squared because
+    the counts are small (a handful of trials per cell). Raises `ValueError` on impossible counts.
+    """
+    _check_counts(cell_failures, cell_trials, "fisher_p_value (cell)")
+    _check_counts(base_failures, base_trials, "fisher_p_value (baseline)")
+    from scipy.stats import fisher_exact
+
+    table = [
+        [cell_failures, cell_trials - cell_failures],
+        [base_failures, base_trials - base_failures],
+    ]
+    result = fisher_exact(table, alternative="two-sided")
+    # scipy may return a p a few ulps above 1 for identical rows; a probability stays <= 1.
+    return min(1.0, float(result.pvalue))
+
+
+def bootstrap_ratio_interval(
+    cell_times: Sequence[float],
+    baseline_times: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `mean(cell_times) / mean(baseline_times)`.
+
+    The two samples are resampled independently (they come from different cells), `resamples`
+    times, with a numpy generator seeded by `seed`, so the same inputs and seed always give the
+    same interval. The percentile method (not BCa) because BCa is undefined for degenerate samples
+    (e.g. identical step times, common with a coarse timer), while percentile then just returns
+    the point ratio for both bounds.
+
+    Returns None when either side has fewer than 2 finite samples (nothing to resample) or the
+    baseline mean is not positive (the ratio is undefined). Non-finite samples are ignored.
+    """
+    _check_confidence(confidence)
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    import numpy as np
+
+    cell = np.asarray([t for t in cell_times if math.isfinite(t)], dtype=np.float64)
+    base = np.asarray([t for t in baseline_times if math.isfinite(t)], dtype=np.float64)
+    if cell.size < 2 or base.size < 2 or float(base.mean()) <= 0.0:
+        return None
+
+    rng = np.random.default_rng(seed)
+    # One (resamples x n) index draw per side: vectorised, and memory stays small because the
+    # matrix passes per-trial means (a few dozen values), not every step time.
+    cell_means = cell[rng.integers(0, cell.size, size=(resamples, cell.size))].mean(axis=1)
+    base_means = base[rng.integers(0, base.size, size=(resamples, base.size))].mean(axis=1)
+    # A resample of a positive-mean sample can still average <= 0 only if it holds non-positive
+    # values; drop those draws rather than divide by zero.
+    valid = base_means > 0.0
+    if not bool(valid.any()):
+        return None
+    ratios = cell_means[valid] / base_means[valid]
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def trials_needed(
+    p_base: float, p_cell: float, alpha: float = 0.05, power: float = 0.8
+) -> int | None:
+    """Trials per cell at which a two-sided test would detect `p_base` vs `p_cell` failure rates.
+
+    Uses the normal-approximation sample size for two independent proportions with equal group
+    sizes (pooled variance under the null), with the Fleiss continuity correction:
+
+        n  = (z_{1-alpha/2} * sqrt(2 * pbar * (1 - pbar))
+              + z_{power} * sqrt(p1 * (1 - p1) + p2 * (1 - p2)))^2 / (p1 - p2)^2
+        n' = n / 4 * (1 + sqrt(1 + 4 / (n * |p1 - p2|)))^2
+
+    The continuity-corrected `n'` approximates what Fisher's exact test (the test the matrix
+    actually reports) needs; the plain normal approximation is too optimistic for small counts.
+    Solving Fisher's exact power directly means enumerating every outcome table for every
+    candidate n, which is needlessly slow for a sizing hint. The result is rounded up.
+
+    Returns None when the rates are equal (no difference to detect). Raises `ValueError` for
+    rates outside [0, 1] or alpha / power outside (0, 1).
+    """
+    for name, value in (("p_base", p_base), ("p_cell", p_cell)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{name} must be within [0, 1], got {value}")
+    for name, value in (("alpha", alpha), ("power", power)):
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} must be strictly between 0 and 1, got {value}")
+    delta = abs(p_base - p_cell)
+    if delta == 0.0:
+        return None
+    from scipy.stats import norm
+
+    z_alpha = float(norm.ppf(1.0 - alpha / 2.0))
+    z_power = float(norm.ppf(power))
+    p_bar = (p_base + p_cell) / 2.0
+    numerator = z_alpha * math.sqrt(2.0 * p_bar * (1.0 - p_bar)) + z_power * math.sqrt(
+        p_base * (1.0 - p_base) + p_cell * (1.0 - p_cell)
+    )
+    n = numerator**2 / delta**2
+    n_corrected = n / 4.0 * (1.0 + math.sqrt(1.0 + 4.0 / (n * delta))) ** 2
+    # Guard the ceil against float noise such as 15.000000000000002.
+    return max(2, math.ceil(n_corrected - 1e-9))

@@ -1,0 +1,355 @@
+"""`aorta.triage.matrix`: aggregation, ratios, confound labels, evidence and strict JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from aorta.runner.models import TrialResult
+from aorta.triage.matrix import (
+    CellStats,
+    Matrix,
+    aggregate_cell,
+    build_matrix,
+    error_cell,
+)
+from aorta.triage.stats import bootstrap_ratio_interval, fisher_p_value, wilson_interval
+
+
+def _trial(
+    trial_id: int,
+    step_times_ms: Sequence[float],
+    *,
+    passed: bool = True,
+    failure: str | None = None,
+    wall_clock_sec: float = 1.0,
+) -> TrialResult:
+    return TrialResult(
+        trial_id=trial_id,
+        workload="toy",
+        mitigations=("none",),
+        environment="local",
+        seed=100 + trial_id,
+        steps=len(step_times_ms),
+        passed=passed,
+        failure=failure if failure is not None or passed else "NaN loss",
+        step_times_ms=list(step_times_ms),
+        warmup_steps=0,
+        losses=[1.0] * len(step_times_ms),
+        wall_clock_sec=wall_clock_sec,
+        started_at="2026-04-28T14:12:03Z",
+        env_applied={"TF32": "0"},
+        env_snapshot={},
+        observed={},
+        failed_at_step=None if passed else len(step_times_ms),
+    )
+
+
+def _cell(
+    name: str, mean_ms: float, failures: int, trials: int = 8, *, jitter: float = 2.0
+) -> CellStats:
+    """A cell of `trials` trials around `mean_ms`, the first `failures` of them failing."""
+    results = [
+        _trial(
+            i,
+            [mean_ms + jitter * ((i + s) % 3 - 1) for s in range(5)],
+            passed=i >= failures,
+        )
+        for i in range(trials)
+    ]
+    return aggregate_cell(name, results, trials_requested=trials)
+
+
+# --- aggregation -------------------------------------------------------------------------
+
+
+def test_one_failing_trial_of_eight_counts_as_seven_passed() -> None:
+    results = [_trial(i, [10.0, 11.0], passed=i != 3) for i in range(8)]
+    cell = aggregate_cell("c", results, trials_requested=8)
+    assert (cell.passed_count, cell.failed_count, cell.trials_run) == (7, 1, 8)
+    assert cell.nan_rate == pytest.approx(1 / 8)
+    assert cell.error is None
+    assert cell.failures == ("trial 3: NaN loss",)
+
+
+def test_step_time_statistics_pool_every_trial_and_match_numpy() -> None:
+    per_trial = [[10.0, 12.0, 11.0], [20.0, 21.0], [15.0, 14.0, 16.0, 100.0]]
+    results = [
+        _trial(i, times, passed=i != 1, wall_clock_sec=2.0 + i) for i, times in enumerate(per_trial)
+    ]
+    cell = aggregate_cell("c", results, trials_requested=3)
+    pooled = np.array([t for times in per_trial for t in times])
+    assert cell.mean_step_time_ms == pytest.approx(pooled.mean())
+    assert cell.std_step_time_ms == pytest.approx(pooled.std(ddof=1))
+    assert cell.p50_step_time_ms == pytest.approx(np.percentile(pooled, 50))
+    assert cell.p99_step_time_ms == pytest.approx(np.percentile(pooled, 99))
+    assert cell.mean_wall_clock_sec == pytest.approx(3.0)
+    assert cell.step_times_ms == tuple(pooled)
+    assert cell.per_trial_mean_step_time_ms == pytest.approx([11.0, 20.5, 36.25])
+
+
+def test_aggregation_orders_trials_by_id_and_keeps_their_identity() -> None:
+    results = [_trial(2, [3.0]), _trial(0, [1.0]), _trial(1, [2.0])]
+    cell = aggregate_cell("c", results, trials_requested=3)
+    assert [t.trial_id for t in cell.trials] == [0, 1, 2]
+    assert [t.seed for t in cell.trials] == [100, 101, 102]
+    assert cell.step_times_ms == (1.0, 2.0, 3.0)
+    assert dict(cell.trials[0].env_applied) == {"TF32": "0"}
+
+
+def test_single_step_time_has_no_std() -> None:
+    cell = aggregate_cell("c", [_trial(0, [5.0])], trials_requested=1)
+    assert cell.mean_step_time_ms == 5.0
+    assert cell.std_step_time_ms is None
+    assert cell.p50_step_time_ms == cell.p99_step_time_ms == 5.0
+
+
+def test_non_finite_step_times_are_kept_raw_but_not_averaged() -> None:
+    cell = aggregate_cell("c", [_trial(0, [4.0, float("nan"), 6.0])], trials_requested=1)
+    assert cell.mean_step_time_ms == pytest.approx(5.0)
+    assert len(cell.step_times_ms) == 3
+
+
+def test_trials_without_step_times_leave_timing_empty() -> None:
+    results = [_trial(0, [], passed=False), _trial(1, [], passed=False)]
+    cell = aggregate_cell("c", results, trials_requested=2)
+    assert cell.nan_rate == 1.0
+    assert cell.mean_step_time_ms is None
+    assert cell.p50_step_time_ms is None
+    assert cell.per_trial_mean_step_time_ms == ()
+
+
+def test_no_results_at_all_is_an_errored_cell() -> None:
+    cell = aggregate_cell("c", [], trials_requested=4)
+    assert cell.error is not None
+    assert "no trial results" in cell.error
+    assert cell.nan_rate is None
+    assert cell.trials_run == 0
+
+
+def test_error_cell_has_no_counts_or_timings() -> None:
+    cell = error_cell("c", "docker pull failed", trials_requested=8)
+    assert cell.error == "docker pull failed"
+    assert (cell.trials_run, cell.passed_count, cell.failed_count) == (0, 0, 0)
+    assert cell.nan_rate is None
+    assert cell.mean_step_time_ms is None
+    assert cell.trials_requested == 8
+
+
+# --- matrix ------------------------------------------------------------------------------
+
+
+def _spec_matrix() -> Matrix:
+    """The spec's example: baseline 4/8 failing at 412 ms, mitigations at 0/8."""
+    return build_matrix(
+        [
+            _cell("baseline-local", 412.0, failures=4),
+            _cell("tf32_off-local", 515.0, failures=0),
+            _cell("xnack-local", 414.0, failures=0),
+            _cell("noop-local", 410.0, failures=4),
+        ],
+        baseline="baseline-local",
+        threshold=1.15,
+    )
+
+
+def test_ratios_and_confound_labels_follow_the_spec_example() -> None:
+    matrix = _spec_matrix()
+    base = matrix.row("baseline-local")
+    assert base.is_baseline
+    assert base.confound == "(baseline)"
+    assert base.step_time_ratio == pytest.approx(1.0)
+    tf32 = matrix.row("tf32_off-local")
+    assert tf32.step_time_ratio == pytest.approx(515.0 / 412.0)
+    assert tf32.confound == "speed (+25%)"
+    assert matrix.row("xnack-local").confound == "\u2014"
+    assert matrix.row("noop-local").confound == "no effect"
+    assert [r.name for r in matrix.rows] == [
+        "baseline-local",
+        "tf32_off-local",
+        "xnack-local",
+        "noop-local",
+    ]
+    assert matrix.warnings == ()
+
+
+def test_every_cell_carries_its_evidence() -> None:
+    matrix = _spec_matrix()
+    base = matrix.row("baseline-local")
+    assert base.nan_rate_ci == pytest.approx(wilson_interval(4, 8))
+    assert base.fisher_p is None  # the baseline is not compared with itself
+    assert base.step_time_ratio_ci is None
+    xnack = matrix.row("xnack-local")
+    assert xnack.nan_rate_ci == pytest.approx(wilson_interval(0, 8))
+    assert xnack.fisher_p == pytest.approx(fisher_p_value(0, 8, 4, 8))
+    assert xnack.fisher_p == pytest.approx(0.0769, abs=1e-4)
+    tf32 = matrix.row("tf32_off-local")
+    assert tf32.step_time_ratio_ci is not None
+    low, high = tf32.step_time_ratio_ci
+    assert tf32.step_time_ratio is not None
+    assert low <= tf32.step_time_ratio <= high
+    # Resampled unit: per-trial means, with the matrix's seed.
+    assert tf32.step_time_ratio_ci == bootstrap_ratio_interval(
+        matrix.row("tf32_off-local").stats.per_trial_mean_step_time_ms,
+        base.stats.per_trial_mean_step_time_ms,
+        seed=0,
+    )
+
+
+def test_build_matrix_is_deterministic() -> None:
+    assert _spec_matrix().to_dict() == _spec_matrix().to_dict()
+
+
+def test_note_sizes_more_trials_when_no_cell_differs_significantly() -> None:
+    # 4/8 vs 0/8 gives p ~ 0.077: suggestive, not significant.
+    matrix = _spec_matrix()
+    assert not any(r.significant(matrix.alpha) for r in matrix.rows)
+    assert len(matrix.notes) == 1
+    note = matrix.notes[0]
+    assert note.startswith("more trials needed: 15 trials per cell would detect a change from 50%")
+    assert "to 0%" in note
+
+
+def test_no_note_when_a_cell_differs_significantly() -> None:
+    matrix = build_matrix(
+        [_cell("base", 100.0, failures=8), _cell("fix", 100.0, failures=0)], baseline="base"
+    )
+    fisher_p = matrix.row("fix").fisher_p
+    assert fisher_p is not None
+    assert fisher_p < 0.001
+    assert matrix.row("fix").significant(0.05)
+    assert matrix.notes == ()
+
+
+def test_note_when_no_failure_rate_differs_at_all() -> None:
+    matrix = build_matrix(
+        [_cell("base", 100.0, failures=0), _cell("other", 100.0, failures=0)], baseline="base"
+    )
+    assert len(matrix.notes) == 1
+    assert "no cell's failure rate differs" in matrix.notes[0]
+
+
+def test_an_errored_cell_keeps_its_row_and_others_still_classify() -> None:
+    matrix = build_matrix(
+        [
+            _cell("baseline-local", 100.0, failures=4),
+            error_cell("nightly", "docker unavailable", trials_requested=8),
+            _cell("fix", 100.0, failures=0),
+        ],
+        baseline="baseline-local",
+    )
+    errored = matrix.row("nightly")
+    assert errored.confound == "error"
+    assert errored.step_time_ratio is None
+    assert errored.nan_rate_ci is None
+    assert errored.fisher_p is None
+    assert matrix.row("fix").confound == "\u2014"
+    assert matrix.row("baseline-local").confound == "(baseline)"
+    assert any("nightly" in w and "docker unavailable" in w for w in matrix.warnings)
+
+
+def test_an_errored_baseline_gives_na_ratios_and_a_warning() -> None:
+    matrix = build_matrix(
+        [
+            error_cell("baseline-local", "docker pull failed", trials_requested=8),
+            _cell("tf32_off-local", 515.0, failures=0),
+            error_cell("other", "boom"),
+        ],
+        baseline="baseline-local",
+    )
+    assert matrix.warnings[0].startswith("baseline cell baseline-local failed: ratios are n/a")
+    assert all(r.step_time_ratio is None for r in matrix.rows)
+    assert matrix.row("baseline-local").confound == "error"
+    # Without a ratio no rule applies: documented as `n/a`, not guessed.
+    assert matrix.row("tf32_off-local").confound == "n/a"
+    assert matrix.row("tf32_off-local").fisher_p is None
+    assert matrix.row("tf32_off-local").nan_rate_ci == pytest.approx(wilson_interval(0, 8))
+    assert matrix.row("other").confound == "error"
+    assert matrix.notes == ()
+    json.dumps(matrix.to_dict(), allow_nan=False)
+
+
+def test_a_baseline_without_step_times_gives_na_ratios_and_a_warning() -> None:
+    base = aggregate_cell("base", [_trial(0, [], passed=False)], trials_requested=1)
+    matrix = build_matrix([base, _cell("fix", 100.0, failures=0)], baseline="base")
+    assert any("recorded no step times: ratios are n/a" in w for w in matrix.warnings)
+    assert matrix.row("base").step_time_ratio is None
+    assert matrix.row("base").confound == "(baseline)"
+    assert matrix.row("fix").confound == "n/a"
+    assert matrix.row("fix").fisher_p is not None  # failure counts are still comparable
+
+
+def test_fewer_trials_than_requested_is_warned() -> None:
+    partial = aggregate_cell("short", [_trial(0, [1.0]), _trial(1, [1.0])], trials_requested=8)
+    matrix = build_matrix([_cell("base", 1.0, failures=0), partial], baseline="base")
+    assert "cell short ran 2 of 8 requested trials" in matrix.warnings
+
+
+def test_threshold_boundary_in_the_matrix() -> None:
+    base = aggregate_cell("base", [_trial(0, [100.0]), _trial(1, [100.0])], trials_requested=2)
+    at = aggregate_cell("at", [_trial(0, [115.0]), _trial(1, [115.0])], trials_requested=2)
+    above = aggregate_cell("above", [_trial(0, [115.1]), _trial(1, [115.1])], trials_requested=2)
+    matrix = build_matrix([base, at, above], baseline="base", threshold=1.15)
+    assert matrix.row("at").confound == "no effect"  # exactly 1.15 is not `speed`
+    assert matrix.row("above").confound == "speed (+15%)"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"baseline": "missing"}, "not among the cells"),
+        ({"baseline": "a", "threshold": 0.0}, "threshold"),
+        ({"baseline": "a", "threshold": float("nan")}, "threshold"),
+        ({"baseline": "a", "alpha": 1.0}, "alpha"),
+    ],
+)
+def test_build_matrix_rejects_caller_bugs(kwargs: dict[str, object], message: str) -> None:
+    cells = [_cell("a", 1.0, failures=0), _cell("b", 1.0, failures=0)]
+    with pytest.raises(ValueError, match=message):
+        build_matrix(cells, **kwargs)  # type: ignore[arg-type]
+
+
+def test_duplicate_cell_names_are_rejected() -> None:
+    cells = [_cell("a", 1.0, failures=0), _cell("a", 1.0, failures=0)]
+    with pytest.raises(ValueError, match="duplicate"):
+        build_matrix(cells, baseline="a")
+
+
+def test_to_dict_is_strict_json_with_full_per_cell_data() -> None:
+    nan_cell = aggregate_cell(
+        "nan-times", [_trial(0, [float("nan"), float("inf")])], trials_requested=1
+    )
+    matrix = build_matrix(
+        [
+            _cell("baseline-local", 412.0, failures=4),
+            _cell("tf32_off-local", 515.0, failures=0),
+            error_cell("broken", "docker unavailable"),
+            nan_cell,
+        ],
+        baseline="baseline-local",
+    )
+    data = json.loads(json.dumps(matrix.to_dict(), allow_nan=False))
+    assert data["baseline"] == "baseline-local"
+    assert data["baseline_mean_step_time_ms"] == pytest.approx(412.0)
+    assert data["threshold"] == 1.15
+    cells = {c["name"]: c for c in data["cells"]}
+    tf32 = cells["tf32_off-local"]
+    assert tf32["confound"] == "speed (+25%)"
+    assert tf32["passed_count"] == 8
+    assert len(tf32["trials"]) == 8
+    assert tf32["trials"][0]["step_times_ms"] == [513.0, 515.0, 517.0, 513.0, 515.0]
+    assert tf32["nan_rate_ci"][0] == 0.0
+    assert isinstance(tf32["fisher_p"], float)
+    assert len(tf32["step_time_ratio_ci"]) == 2
+    for key in ("mean_step_time_ms", "std_step_time_ms", "p50_step_time_ms", "p99_step_time_ms"):
+        assert isinstance(tf32[key], float)
+    assert cells["broken"]["error"] == "docker unavailable"
+    assert cells["broken"]["nan_rate"] is None
+    assert cells["broken"]["step_time_ratio"] is None
+    assert cells["nan-times"]["trials"][0]["step_times_ms"] == [None, None]
+    assert cells["nan-times"]["mean_step_time_ms"] is None
+    assert isinstance(data["warnings"], list)
+    assert isinstance(data["notes"], list)
