@@ -15,6 +15,7 @@ import click
 from aorta import __version__
 from aorta.cli.env import env_group
 from aorta.cli.run import run_command
+from aorta.cli.triage import triage_group
 from aorta.errors import AortaError, AortaUsageError
 
 EXIT_OK = 0
@@ -34,6 +35,7 @@ def cli() -> None:
 
 cli.add_command(run_command)
 cli.add_command(env_group)
+cli.add_command(triage_group)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

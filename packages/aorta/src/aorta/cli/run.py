@@ -41,9 +41,11 @@ def _parse_assignments(
 class LineReporter:
     """One plain line per finished trial: readable in a terminal, a log file or CI."""
 
-    def __init__(self, trials: int, *, echo: bool = True) -> None:
-        self.trials = trials
+    def __init__(self, *, echo: bool = True, label_cells: bool = False) -> None:
         self.echo = echo  # False on torchrun ranks other than 0: one log, not N copies
+        self.label_cells = label_cells  # triage: prefix each line with the cell's name
+        self.prefix = ""
+        self.trials = 0
         self.finished: list[TrialResult] = []
 
     def say(self, line: str) -> None:
@@ -52,7 +54,10 @@ class LineReporter:
             click.echo(line)
 
     def trial_started(self, request: RunRequest, trial_id: int, seed: int) -> None:
-        """Nothing to print until the trial has a result."""
+        """Remember the request's size (and cell) for the trial's result line."""
+        self.trials = request.trials
+        if self.label_cells:
+            self.prefix = f"[{request.output_dir.name}] "
 
     def step(self, trial_id: int, step: int, loss: float | None, step_time_ms: float) -> None:
         """Per-step progress is too chatty for a line log."""
@@ -64,7 +69,7 @@ class LineReporter:
         mean = f"{statistics.fmean(times):.1f} ms/step" if times else "no timed steps"
         verdict = "passed" if result.passed else f"FAILED: {result.failure}"
         self.say(
-            f"trial {result.trial_id + 1}/{self.trials} seed={result.seed}: {verdict} "
+            f"{self.prefix}trial {result.trial_id + 1}/{self.trials} seed={result.seed}: {verdict} "
             f"({mean}, {result.wall_clock_sec:.1f} s, {result.execution.replace('_', ' ')})"
         )
 
@@ -145,7 +150,7 @@ def run_command(
         steps=steps,
         seed=seed,
     )
-    reporter = LineReporter(trials, echo=rank == 0)
+    reporter = LineReporter(echo=rank == 0)
     reporter.say(f"aorta run: {workload} x {trials} trial(s), {steps} steps -> {run_dir}")
     try:
         results = run_trials(request, reporter)

@@ -30,13 +30,20 @@ from aorta.runner.resolve import ResolvedRequest, resolve_request
 _LOG_TAIL_CHARS = 8000
 
 
+def _environment_spec(env: Environment) -> dict[str, Any]:
+    # Not dataclasses.asdict: it deep-copies the read-only env mapping, which cannot be copied.
+    spec = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
+    spec["env"] = dict(env.env)
+    return spec
+
+
 def _request_to_spec(request: RunRequest) -> dict[str, Any]:
     env = request.environment
     return {
         "workload": request.workload,
         "output_dir": str(request.output_dir),
         "mitigations": list(request.mitigations),
-        "environment": env if isinstance(env, str) else dataclasses.asdict(env),
+        "environment": env if isinstance(env, str) else _environment_spec(env),
         "extra_env": dict(request.extra_env),
         "trials": request.trials,
         "steps": request.steps,

@@ -1,0 +1,151 @@
+"""`aorta triage`: the mitigation x environment matrix (recipe mode and flag mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+if TYPE_CHECKING:
+    from aorta.triage.recipe import Recipe
+
+
+def _split(value: str | None) -> list[str]:
+    return [] if value is None else [part.strip() for part in value.split(",")]
+
+
+def _list_catalog(kind: str) -> None:
+    from aorta.registry.loader import load_environments, load_mitigations
+
+    catalog = load_mitigations() if kind == "mitigations" else load_environments()
+    width = max(len(name) for name in catalog)
+    for name, entry in catalog.items():
+        click.echo(f"{name:<{width}}  [{entry.source_package}]  {entry.description}")
+    for broken in catalog.broken:
+        click.echo(f"aorta: warning: skipped {broken.describe()}", err=True)
+
+
+@click.group("triage", invoke_without_command=True)
+@click.option("--list-mitigations", is_flag=True, help="List mitigations with their package.")
+@click.option("--list-environments", is_flag=True, help="List environments with their package.")
+@click.pass_context
+def triage_group(ctx: click.Context, list_mitigations: bool, list_environments: bool) -> int:
+    """Run a workload under a matrix of mitigations x environments and flag speed confounds."""
+    if list_mitigations:
+        _list_catalog("mitigations")
+    if list_environments:
+        _list_catalog("environments")
+    if not (list_mitigations or list_environments or ctx.invoked_subcommand):
+        click.echo(ctx.get_help())
+    return 0
+
+
+def _describe(recipe: Recipe) -> None:
+    """The resolved cells, one line each (what --dry-run prints)."""
+    click.echo(
+        f"recipe: workload={recipe.workload} ticket={recipe.ticket or '_no_ticket_'} "
+        f"baseline={recipe.baseline} threshold={recipe.confound.threshold}"
+    )
+    for cell in recipe.cells:
+        env = cell.environment
+        where = env.name if env.kind == "local" else f"{env.name} ({env.kind} {env.image})"
+        vars_ = " ".join(f"{k}={v}" for k, v in cell.env.items()) or "(no env vars)"
+        click.echo(
+            f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
+            f"trials={cell.trials} steps={cell.steps} env: {vars_}"
+        )
+
+
+@triage_group.command("run")
+@click.option("--recipe", "recipe_path", type=click.Path(path_type=Path), help="Recipe file.")
+@click.option("--mode", type=click.Choice(["matrix"]), help="Flag mode (builds a recipe).")
+@click.option("--workload", help="Flag mode: workload name.")
+@click.option("--mitigation-axis", help="Flag mode: comma-separated mitigations.")
+@click.option(
+    "--environment-axis", help="Flag mode: comma-separated environments; image:<ref> = docker."
+)
+@click.option("--trials", type=click.IntRange(min=1), help="Flag mode: trials per cell.")
+@click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
+@click.option("--baseline-cell", help="Flag mode: baseline cell name.")
+@click.option("--confound-threshold", type=float, default=1.15, show_default=True)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("triage_results"),
+    show_default=True,
+)
+@click.option("--dry-run", is_flag=True, help="Validate and print the resolved cells only.")
+def run_command(
+    recipe_path: Path | None,
+    mode: str | None,
+    workload: str | None,
+    mitigation_axis: str | None,
+    environment_axis: str | None,
+    trials: int | None,
+    steps: int,
+    ticket: str | None,
+    baseline_cell: str | None,
+    confound_threshold: float,
+    output_dir: Path,
+    dry_run: bool,
+) -> int:
+    """Run the matrix from --recipe FILE, or from flags with --mode matrix.
+
+    Exit 0 when every cell ran, 1 when a cell errored, 2 for bad input, 130 on Ctrl-C (a
+    partial matrix marked interrupted is written first).
+    """
+    from aorta.triage.recipe import load_recipe, recipe_from_flags
+
+    if (recipe_path is None) == (mode is None):
+        raise click.UsageError("give exactly one of --recipe FILE or --mode matrix")
+    if recipe_path is not None:
+        recipe = load_recipe(recipe_path)
+    else:
+        missing = [
+            flag
+            for flag, value in (
+                ("--workload", workload),
+                ("--mitigation-axis", mitigation_axis),
+                ("--environment-axis", environment_axis),
+                ("--trials", trials),
+            )
+            if value is None
+        ]
+        if missing:
+            raise click.UsageError(f"--mode matrix needs {', '.join(missing)}")
+        assert workload is not None and trials is not None  # for mypy: checked just above
+        recipe = recipe_from_flags(
+            workload=workload,
+            mitigation_axis=_split(mitigation_axis),
+            environment_axis=_split(environment_axis),
+            trials=trials,
+            steps=steps,
+            ticket=ticket,
+            baseline_cell=baseline_cell,
+            confound_threshold=confound_threshold,
+        )
+    _describe(recipe)
+    if dry_run:
+        return 0
+    return _execute(recipe, output_dir)
+
+
+def _execute(recipe: Recipe, output_dir: Path) -> int:
+    from aorta.cli.run import LineReporter
+    from aorta.triage.runner import TriageInterrupted, run_recipe
+
+    try:
+        report = run_recipe(recipe, output_dir, reporter=LineReporter(label_cells=True))
+    except TriageInterrupted as exc:
+        click.echo(
+            f"aorta triage: interrupted; partial matrix: {exc.report.run_dir / 'matrix.md'}",
+            err=True,
+        )
+        raise
+    errored = [row.name for row in report.matrix.rows if row.stats.error]
+    for warning in report.matrix.warnings:
+        click.echo(f"aorta triage: warning: {warning}", err=True)
+    click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
+    return 1 if errored else 0

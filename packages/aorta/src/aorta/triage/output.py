@@ -1,0 +1,446 @@
+"""Where a triage run's results go, and what `matrix.json` / `matrix.md` say.
+
+Layout (one directory per invocation, never reused)::
+
+    <output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/
+        matrix.md  matrix.json  recipe.resolved.yaml  host_env.json
+        environments/<env>/env.json  cells/<cell>/trial_<id>.json
+
+`new_run_dir` creates that directory exclusively; `write_report` writes `matrix.json` (full data)
+and `matrix.md` (the readable table). Every file goes through `aorta.atomic`, so a reader never
+sees a half-written matrix.
+
+Rendering choices the spec leaves open, made here (the Notes section of matrix.md repeats the
+reader-facing ones):
+
+- NaN rate is `failed / trials run` in whole percent, followed by its Wilson interval in
+  brackets, also in percent (`50% [22-78]`, with an en dash in the output). Rates that would
+  round to 0 % or 100 % without being exactly that read `<1` / `>99`, so a rare failure is
+  never shown as "0%".
+- Trials is `failed / run`; when fewer trials ran than were requested it reads `1 / 6 of 8`.
+- p vs baseline is the two-sided Fisher exact p-value, three decimals, `<0.001` below that, `—`
+  where there is nothing to compare (the baseline row, errored cells, errored baseline).
+- Missing numbers read `n/a` (never `—`, which in the Confound column means "trust it").
+- Cells the recipe lists but that never ran (interrupted run) and that the matrix does not hold
+  get a row labelled `not run`, so the table always shows the whole recipe.
+- Free text (warnings, error reasons) is folded onto one line so it cannot break the blockquote
+  or the table; names are already restricted to `[A-Za-z0-9_.+-]` by the recipe loader.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from aorta.triage.matrix import Matrix, MatrixRow
+from aorta.triage.names import safe_name_problem
+from aorta.triage.recipe import Cell, Recipe
+
+__all__ = [
+    "JSON_NAME",
+    "MARKDOWN_NAME",
+    "NO_TICKET",
+    "REPORT_SCHEMA_VERSION",
+    "MatrixReport",
+    "cell_dir",
+    "new_run_dir",
+    "render_markdown",
+    "report_json",
+    "write_report",
+]
+
+NO_TICKET = "_no_ticket_"
+REPORT_SCHEMA_VERSION = 1
+MARKDOWN_NAME = "matrix.md"
+JSON_NAME = "matrix.json"
+
+_DIR_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"  # no ':' in directory names (Windows, scp, make)
+_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_MISSING = "n/a"
+_NO_COMPARISON = "\u2014"  # em dash, as the spec's p / confound columns use it
+_NOT_RUN = "not run"
+_HOST_SCOPE = "host"
+_ENV_SCOPE_PREFIX = "environment "
+
+
+@dataclass(frozen=True)
+class MatrixReport:
+    """Everything `matrix.json` and `matrix.md` are rendered from.
+
+    `partial_scopes` names the probe scopes whose environment snapshot is partial (`"host"`,
+    `"environment <name>"`); `cells_not_run` names the recipe cells an interrupted run never
+    reached.
+    """
+
+    recipe: Recipe
+    matrix: Matrix
+    run_dir: Path
+    run_timestamp: str  # ISO UTC, e.g. "2026-04-28T14:12:03Z"
+    partial_scopes: tuple[str, ...] = ()
+    interrupted: bool = False
+    cells_not_run: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------- layout
+
+
+def _utc(now: datetime) -> datetime:
+    # A naive datetime is taken as UTC already: converting it with astimezone() would treat it
+    # as local time and shift the directory name by the machine's UTC offset.
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path, str]:
+    """Create `<output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/`.
+
+    The directory is created exclusively and never reused: a second run in the same second
+    gets `-1`, `-2`, ... appended (`aorta.atomic.create_run_dir`). `now` is converted to UTC (a
+    naive value is taken as UTC). Returns the directory and the run timestamp as ISO UTC text
+    (`2026-04-28T14:12:03Z`). Raises `ValueError` if the ticket or workload is not a safe
+    directory name (the recipe loader already guarantees it; this guards other callers).
+    """
+    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
+    for what, name in (("ticket", ticket), ("workload", recipe.workload)):
+        problem = safe_name_problem(name)
+        if problem:
+            raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
+    stamp = _utc(now)
+    parent = Path(output_root) / ticket / recipe.workload
+    run_dir = create_run_dir(parent, stamp.strftime(_DIR_TIME_FORMAT))
+    return run_dir, stamp.strftime(_ISO_TIME_FORMAT)
+
+
+def cell_dir(run_dir: Path, cell_name: str) -> Path:
+    """The directory of one cell's per-trial JSON files: `<run_dir>/cells/<cell_name>`."""
+    return Path(run_dir) / "cells" / cell_name
+
+
+def _trial_path(cell_name: str, trial_id: int) -> str:
+    # Relative and '/'-separated, so matrix.json stays valid when the run dir is moved or
+    # copied to another machine.
+    return str(PurePosixPath("cells", cell_name, f"trial_{trial_id}.json"))
+
+
+# --------------------------------------------------------------------------- matrix.json
+
+
+def _recipe_cells(recipe: Recipe) -> dict[str, Cell]:
+    return {cell.name: cell for cell in recipe.cells}
+
+
+def _environment_descriptor(cell: Cell) -> dict[str, Any]:
+    env = cell.environment
+    return {
+        "name": env.name,
+        "kind": env.kind,
+        "image": env.image,
+        "source_package": env.source_package,
+    }
+
+
+def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any]:
+    data = row.to_dict(alpha)
+    paths = [_trial_path(row.name, t.trial_id) for t in row.stats.trials]
+    for trial, path in zip(data["trials"], paths, strict=True):
+        trial["path"] = path
+    data["trial_paths"] = paths
+    # A row without a recipe cell should not happen (the runner builds both from one recipe);
+    # the configuration fields are then null rather than the whole report failing.
+    data["mitigations"] = list(cell.mitigations) if cell is not None else None
+    data["environment"] = _environment_descriptor(cell) if cell is not None else None
+    data["env"] = dict(cell.env) if cell is not None else None
+    data["extra_env"] = dict(cell.extra_env) if cell is not None else None
+    # "trials" already holds the per-trial records, hence the "effective_" prefix.
+    data["effective_trials"] = cell.trials if cell is not None else None
+    data["effective_steps"] = cell.steps if cell is not None else None
+    return data
+
+
+def report_json(report: MatrixReport) -> dict[str, Any]:
+    """The content of `matrix.json`: strict JSON (`json.dumps(..., allow_nan=False)` accepts it).
+
+    Top level: schema version, ticket, workload, recipe origin (path + sha256, or flags), run
+    timestamp, baseline and its mean step time, threshold / confidence / alpha, interruption
+    state, partial probe scopes, the matrix's warnings and notes. Per cell: everything
+    `MatrixRow.to_dict` gives (counts, stats, raw step times, ratio, confound, evidence) plus
+    the cell's mitigations, resolved env vars (`env`), `extra_env`, environment descriptor,
+    effective trials/steps and the trial JSON paths relative to the run directory.
+    """
+    recipe, matrix = report.recipe, report.matrix
+    cells = _recipe_cells(recipe)
+    return {
+        "schema_version": REPORT_SCHEMA_VERSION,
+        "ticket": recipe.ticket,
+        "workload": recipe.workload,
+        "workload_source_package": recipe.workload_source_package,
+        "recipe": {
+            "origin": "recipe" if recipe.source is not None else "flags",
+            "source": None if recipe.source is None else str(recipe.source),
+            "sha256": recipe.sha256,
+        },
+        "run_timestamp": report.run_timestamp,
+        "trials": recipe.trials,
+        "steps": recipe.steps,
+        "baseline": matrix.baseline,
+        "baseline_mean_step_time_ms": _finite_or_none(matrix.baseline_row.stats.mean_step_time_ms),
+        "threshold": matrix.threshold,
+        "confidence": matrix.confidence,
+        "alpha": matrix.alpha,
+        "interrupted": report.interrupted,
+        "cells_not_run": list(report.cells_not_run),
+        "partial_scopes": list(report.partial_scopes),
+        "warnings": list(matrix.warnings),
+        "notes": list(matrix.notes),
+        "cells": [_cell_json(row, cells.get(row.name), matrix.alpha) for row in matrix.rows],
+    }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+# --------------------------------------------------------------------------- matrix.md
+
+
+def _one_line(text: str) -> str:
+    # Error reasons may carry newlines (tracebacks, docker output); one line keeps the
+    # blockquote and the table intact.
+    return " ".join(text.split())
+
+
+def _pct_number(rate: float) -> str:
+    """A fraction as whole percent (half up), never rounding a non-zero rate to 0 or 100."""
+    n = math.floor(rate * 100.0 + 0.5)
+    if n == 0 and rate > 0.0:
+        return "<1"
+    if n == 100 and rate < 1.0:
+        return ">99"
+    return str(n)
+
+
+def _nan_rate_text(row: MatrixRow) -> str:
+    rate = row.stats.nan_rate
+    if row.stats.error is not None or rate is None or not math.isfinite(rate):
+        return _MISSING
+    text = f"{_pct_number(rate)}%"
+    if row.nan_rate_ci is not None:
+        low, high = row.nan_rate_ci
+        if math.isfinite(low) and math.isfinite(high):
+            text += f" [{_pct_number(low)}\u2013{_pct_number(high)}]"
+    return text
+
+
+def _trials_text(row: MatrixRow) -> str:
+    stats = row.stats
+    if stats.error is not None:
+        return _MISSING
+    text = f"{stats.failed_count} / {stats.trials_run}"
+    if stats.trials_run < stats.trials_requested:
+        text += f" of {stats.trials_requested}"
+    return text
+
+
+def _ms_text(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return _MISSING
+    # Sub-10 ms steps (toy workloads) would all read "3" or "4" without a decimal.
+    return f"{value:.1f}" if abs(value) < 10.0 else f"{value:.0f}"
+
+
+def _p_text(p: float | None) -> str:
+    if p is None or not math.isfinite(p):
+        return _NO_COMPARISON
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _mitigations_text(cell: Cell | None) -> str:
+    return ", ".join(cell.mitigations) if cell is not None else _MISSING
+
+
+def _environment_text(cell: Cell | None) -> str:
+    return cell.environment.name if cell is not None else _MISSING
+
+
+_HEADERS = (
+    "Cell",
+    "Mitigations",
+    "Environment",
+    "NaN rate",
+    "Trials",
+    "Mean step (ms)",
+    "p vs baseline",
+    "Confound",
+)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """A pipe table padded so that the columns line up in plain text as well."""
+    widths = [len(h) for h in _HEADERS]
+    for row in rows:
+        widths = [max(w, len(value)) for w, value in zip(widths, row, strict=True)]
+
+    def line(values: Sequence[str]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return [line(_HEADERS), rule, *(line(row) for row in rows)]
+
+
+def _table_rows(report: MatrixReport) -> list[list[str]]:
+    cells = _recipe_cells(report.recipe)
+    rows: list[list[str]] = []
+    for row in report.matrix.rows:
+        cell = cells.get(row.name)
+        rows.append(
+            [
+                row.name,
+                _mitigations_text(cell),
+                _environment_text(cell),
+                _nan_rate_text(row),
+                _trials_text(row),
+                _ms_text(row.stats.mean_step_time_ms),
+                _p_text(None if row.is_baseline else row.fisher_p),
+                row.confound,
+            ]
+        )
+    in_matrix = {row.name for row in report.matrix.rows}
+    for name in report.cells_not_run:
+        if name in in_matrix:
+            continue  # the runner already gave it a row (e.g. an error cell)
+        cell = cells.get(name)
+        rows.append(
+            [
+                name,
+                _mitigations_text(cell),
+                _environment_text(cell),
+                _MISSING,
+                _MISSING,
+                _MISSING,
+                _NO_COMPARISON,
+                _NOT_RUN,
+            ]
+        )
+    return rows
+
+
+def _partial_scope_warning(scope: str) -> str:
+    if scope == _HOST_SCOPE:
+        where = "host_env.json"
+    elif scope.startswith(_ENV_SCOPE_PREFIX):
+        where = f"environments/{scope[len(_ENV_SCOPE_PREFIX) :]}/env.json"
+    else:
+        where = "host_env.json / environments/<env>/env.json"
+    return f"environment snapshot for {scope} is partial: see {where}"
+
+
+def _banner(report: MatrixReport) -> list[str]:
+    lines: list[str] = []
+    if report.interrupted:
+        not_run = ", ".join(report.cells_not_run) if report.cells_not_run else "none"
+        lines.append(f"> **Interrupted**: cells not run: {not_run}")
+    lines.extend(f"> **Warning**: {_one_line(w)}" for w in report.matrix.warnings)
+    lines.extend(
+        f"> **Warning**: {_one_line(_partial_scope_warning(scope))}"
+        for scope in report.partial_scopes
+    )
+    # A blank-free blockquote: consecutive '>' lines render as one quote, so end each line
+    # with a hard break to keep one warning per line when rendered.
+    return [line + "  " if i < len(lines) - 1 else line for i, line in enumerate(lines)]
+
+
+def _count_line(label: str, default: int, overrides: dict[str, int]) -> str:
+    text = f"**{label}**: {default}"
+    if overrides:
+        listed = ", ".join(f"{name} = {value}" for name, value in overrides.items())
+        text += f" (per-cell overrides: {listed})"
+    return text
+
+
+def _header(report: MatrixReport) -> list[str]:
+    recipe, matrix = report.recipe, report.matrix
+    # `_no_ticket_` would render as italic "no_ticket"; code spans show the name as it is.
+    ticket = recipe.ticket if recipe.ticket is not None else f"`{NO_TICKET}`"
+    if recipe.source is None:
+        origin = "flags"
+    else:
+        digest = f" (sha256:{recipe.sha256[:12]})" if recipe.sha256 else ""
+        origin = f"{recipe.source}{digest}"
+    base_ms = matrix.baseline_row.stats.mean_step_time_ms
+    base_text = _MISSING if _ms_text(base_ms) == _MISSING else f"{_ms_text(base_ms)} ms"
+    trials = {c.name: c.trials for c in recipe.cells if c.trials != recipe.trials}
+    steps = {c.name: c.steps for c in recipe.cells if c.steps != recipe.steps}
+    return [
+        f"**Ticket**: {ticket}",
+        f"**Workload**: {recipe.workload}",
+        f"**Recipe**: {origin}",
+        _count_line("Trials per cell", recipe.trials, trials),
+        _count_line("Steps per trial", recipe.steps, steps),
+        f"**Run timestamp**: {report.run_timestamp}",
+        f"**Baseline cell**: {matrix.baseline} (mean step time = {base_text})",
+    ]
+
+
+def _notes(report: MatrixReport) -> list[str]:
+    matrix = report.matrix
+    confidence = f"{matrix.confidence * 100:g}%"
+    slower = f"{(matrix.threshold - 1.0) * 100:g}%"
+    bullets = [
+        "Rows are named by the recipe; the Mitigations and Environment columns say what each "
+        "cell actually ran with.",
+        f"NaN rate is failed trials over trials run; the bracket is its {confidence} Wilson "
+        "interval in percent. Trials reads `failed / run` (`of N` when fewer than N requested "
+        "trials ran).",
+        "p vs baseline is the two-sided Fisher exact p-value of the cell's failure count "
+        f"against the baseline's; below {matrix.alpha:g} the difference is unlikely to be "
+        "chance. `\u2014` means there is nothing to compare.",
+        "Confound: `(baseline)` is the reference cell. `\u2014` means the failure rate dropped "
+        f"and iteration is at most {slower} slower, so the mitigation can be trusted. "
+        f"`speed (+N%)` means steps are more than {slower} slower than the baseline's: the "
+        "failure may only be dodged by slower iteration, so check with a profiler (e.g. a "
+        "rocprofv3 kernel dispatch comparison) before believing it. `no effect` means the "
+        "failure rate did not drop and speed did not change enough to matter (its env vars "
+        "are probably not read). `error` means the whole cell failed; its row is kept. "
+        "`n/a` means there is no step-time ratio to judge by (baseline or cell errored or "
+        "recorded no step times). `not run` means an interrupted run never reached the cell.",
+        "Only the mean step time is shown; matrix.json holds std, p50, p99, the raw step "
+        "times, the resolved env vars and the path of every trial JSON.",
+        "recipe.resolved.yaml records the recipe as executed (registry names expanded); "
+        "re-run it to reproduce this matrix.",
+    ]
+    bullets.extend(_one_line(note) for note in matrix.notes)
+    return [f"- {bullet}" for bullet in bullets]
+
+
+def render_markdown(report: MatrixReport) -> str:
+    """The content of `matrix.md`, in the spec's target format.
+
+    Title, bold header lines (ticket, workload, recipe path + short sha256 or `flags`, trials,
+    steps, timestamp, baseline with its mean step time), then a blockquote of warnings that a
+    reader must see first (interrupted run, the matrix's warnings such as an errored baseline,
+    partial environment snapshots), the `Reproduction Summary` table and the `Notes` legend.
+    """
+    lines = [f"# Triage Matrix \u2014 {report.recipe.workload}", "", *_header(report), ""]
+    banner = _banner(report)
+    if banner:
+        lines.extend([*banner, ""])
+    lines.extend(["## Reproduction Summary", "", *_table(_table_rows(report)), ""])
+    lines.extend(["## Notes", "", *_notes(report)])
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: MatrixReport) -> tuple[Path, Path]:
+    """Write `matrix.json` and `matrix.md` into the run directory; return `(md_path, json_path)`.
+
+    Both are written atomically. They are the only files allowed to replace an earlier version
+    of themselves: an interrupted run rewrites its partial matrix. JSON goes first so that a
+    crash between the two never leaves a table without its data.
+    """
+    run_dir = Path(report.run_dir)
+    json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
+    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, render_markdown(report), overwrite=True)
+    return md_path, json_path

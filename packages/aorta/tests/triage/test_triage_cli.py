@@ -1,0 +1,198 @@
+"""`aorta triage` end to end: listing, dry run, bad recipes, real matrix runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aorta.cli.main import main
+from aorta.triage.recipe import Recipe
+
+AORTA = str(Path(sys.executable).with_name("aorta"))
+SMOKE = Path(__file__).parents[2] / "recipes" / "example-fsdp-smoke.yaml"
+
+TOY_RECIPE = """\
+schema_version: 1
+ticket: TOY-1
+workload: toy
+trials: 4
+steps: 3
+cells:
+  - name: baseline-local
+    mitigations: [none]
+    environment: local
+    extra_env: {AORTA_TOY_FAIL_AT: "1"}
+  - name: fix-local
+    mitigations: [plugin_fix]
+    environment: local
+    extra_env: {AORTA_TOY_FAIL_AT: "1"}
+"""
+
+
+def _only_run_dir(root: Path) -> Path:
+    (run_dir,) = [p for p in root.glob("*/*/*") if p.is_dir()]
+    return run_dir
+
+
+def test_list_mitigations_tags_source_package_without_torch() -> None:
+    probe = (
+        "import sys, contextlib, io\n"
+        "from aorta.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    code = main(['triage', '--list-mitigations', '--list-environments'])\n"
+        "print(code, 'torch' in sys.modules, 'scipy' in sys.modules)\n"
+        "print(out.getvalue())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    first, *listing = done.stdout.splitlines()
+    assert first == "0 False False"
+    rows = {line.split()[0]: line for line in listing if line.strip()}
+    assert "[aorta]" in rows["tf32_off"] and "[aorta]" in rows["fsdp_grad_clip"]
+    assert "[aorta]" in rows["local"]
+
+
+@pytest.mark.usefixtures("plugin")
+def test_list_reports_broken_plugins_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["triage", "--list-mitigations"]) == 0
+    out, err = capsys.readouterr()
+    assert "plugin_fix" in out and "[aorta-test-plugin]" in out
+    assert "skipped aorta.mitigations entry point 'plugin_broken'" in err
+
+
+def test_dry_run_prints_resolved_cells_and_runs_nothing(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from aorta.cli.main import main\n"
+        f"code = main(['triage', 'run', '--recipe', {str(SMOKE)!r}, '--dry-run',"
+        f" '--output-dir', {str(tmp_path)!r}])\n"
+        "print('exit', code, 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "exit 0 False" in done.stdout
+    assert "tf32_off-local: mitigations=tf32_off environment=local" in done.stdout
+    assert "NVIDIA_TF32_OVERRIDE=0" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("schema_version: 7\n", "schema_version"),
+        (
+            "schema_version: 1\nworkload: fsdp\ntrials: 1\nsteps: 1\ncells:\n"
+            "  - {name: a, mitigations: [tf32of], environment: local}\n",
+            "cells[0].mitigations[0]: unknown mitigation 'tf32of'; did you mean 'tf32_off'?",
+        ),
+        ("schema_version: 1\nworkload: fsdp: x\n", "line 2"),
+        (
+            "schema_version: 1\nworkload: fsdp\ntrials: 1\nsteps: 1\ncells:\n"
+            "  - {name: ../x, mitigations: [none], environment: local}\n",
+            "cells[0].name",
+        ),
+    ],
+)
+def test_bad_recipe_is_one_line_exit_2(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    done = subprocess.run(
+        [AORTA, "triage", "run", "--recipe", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert "bad.yaml" in line and expected in line
+
+
+def test_recipe_and_mode_are_mutually_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["triage", "run"]) == 2
+    assert "exactly one of --recipe FILE or --mode matrix" in capsys.readouterr().err
+    assert main(["triage", "run", "--mode", "matrix", "--workload", "fsdp"]) == 2
+    assert "--mitigation-axis, --environment-axis, --trials" in capsys.readouterr().err
+
+
+def test_flag_mode_builds_one_recipe_and_calls_run_recipe_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aorta.triage.runner as triage_runner
+
+    calls: list[tuple[Recipe, Path]] = []
+
+    class StopRunError(Exception):
+        pass
+
+    def fake_run_recipe(recipe: Recipe, output_root: Path, **kwargs: object) -> None:
+        calls.append((recipe, output_root))
+        raise StopRunError
+
+    monkeypatch.setattr(triage_runner, "run_recipe", fake_run_recipe)
+    with pytest.raises(StopRunError):
+        main(
+            ["triage", "run", "--mode", "matrix", "--workload", "fsdp",
+             "--mitigation-axis", "none,tf32_off,xnack", "--environment-axis", "local",
+             "--trials", "8", "--output-dir", str(tmp_path)]
+        )  # fmt: skip
+    (recipe, root), *rest = calls
+    assert not rest and root == tmp_path
+    assert [c.name for c in recipe.cells] == ["none-local", "tf32_off-local", "xnack-local"]
+    assert all(c.trials == 8 for c in recipe.cells)
+
+
+@pytest.mark.usefixtures("plugin")
+def test_recipe_run_for_real_with_the_toy_workload(tmp_path: Path) -> None:
+    path = tmp_path / "toy.yaml"
+    path.write_text(TOY_RECIPE)
+    out = tmp_path / "results"
+    assert main(["triage", "run", "--recipe", str(path), "--output-dir", str(out)]) == 0
+    run_dir = _only_run_dir(out)
+    assert run_dir.parent == out / "TOY-1" / "toy"
+    data = json.loads((run_dir / "matrix.json").read_text())
+    text = json.dumps(data)
+    assert "AORTA_TOY_FAIL_AT" in text  # extra_env recorded
+    assert sorted(p.name for p in (run_dir / "cells" / "baseline-local").glob("trial_*.json")) == [
+        f"trial_{i}.json" for i in range(4)
+    ]
+    md = (run_dir / "matrix.md").read_text()
+    assert "baseline-local" in md and "fix-local" in md
+    assert "(baseline)" in md
+    resolved = (run_dir / "recipe.resolved.yaml").read_text()
+    assert "AORTA_TOY_FIX" in resolved  # plugin_fix expanded to its env bundle
+
+
+@pytest.mark.usefixtures("plugin")
+def test_flag_mode_with_an_image_cell_records_error_and_runs_the_rest(tmp_path: Path) -> None:
+    code = main(
+        ["triage", "run", "--mode", "matrix", "--workload", "toy",
+         "--mitigation-axis", "none,plugin_fix", "--environment-axis", "local,image:busybox:1",
+         "--trials", "2", "--steps", "2", "--ticket", "T-9", "--output-dir", str(tmp_path)]
+    )  # fmt: skip
+    assert code == 1  # a cell errored
+    run_dir = _only_run_dir(tmp_path)
+    assert run_dir.parent == tmp_path / "T-9" / "toy"
+    cells = sorted(p.name for p in (run_dir / "cells").iterdir())
+    assert cells == ["none-local", "plugin_fix-local"]  # the docker cells never ran trials
+    md = (run_dir / "matrix.md").read_text()
+    assert md.count("error") >= 2
+
+
+def test_smoke_recipe_runs_the_real_fsdp_matrix(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [AORTA, "triage", "run", "--recipe", str(SMOKE), "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_dir = _only_run_dir(tmp_path)
+    assert f"matrix: {run_dir / 'matrix.md'}" in done.stdout
+    data = json.loads((run_dir / "matrix.json").read_text())
+    assert "tf32_off-local" in json.dumps(data)
+    assert len(list((run_dir / "cells").glob("*/trial_*.json"))) == 6
+    assert (run_dir / "environments" / "local" / "env.json").is_file()
