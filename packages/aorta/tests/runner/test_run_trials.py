@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,12 +148,28 @@ def test_conflicting_mitigations_are_rejected() -> None:
     }
 
 
-def test_non_local_environment_is_a_typed_cell_level_error(tmp_path: Path) -> None:
-    with pytest.raises(EnvironmentUnavailableError, match="kind 'docker'"):
+@pytest.mark.docker
+def test_docker_environment_without_engine_is_a_typed_cell_level_error(tmp_path: Path) -> None:
+    if shutil.which("docker") is None:
+        pytest.skip("docker client not installed")
+    if subprocess.run(["docker", "version"], capture_output=True, check=False).returncode == 0:
+        pytest.skip("a docker engine answers here; this test is about a missing engine")
+    with pytest.raises(EnvironmentUnavailableError, match="no docker engine answered"):
         run_trials(_request(tmp_path, environment="plugin_docker"))
     inline = Environment(name="_inline_abc", kind="docker", image="x:y", description="")
-    with pytest.raises(EnvironmentUnavailableError):
+    with pytest.raises(EnvironmentUnavailableError, match=r"'_inline_abc' \(x:y\)"):
         run_trials(_request(tmp_path, environment=inline))
+    assert not (tmp_path / "out" / "trial_0.json").exists()
+
+
+def test_venv_environment_runs_trials_with_its_interpreter(tmp_path: Path) -> None:
+    venv = Environment(name="same-venv", kind="venv", python=sys.executable, description="")
+    results = run_trials(_request(tmp_path, environment=venv, trials=1))
+    assert results[0].passed and results[0].execution == "child_process"
+    assert results[0].observed["pid"] != os.getpid()
+    missing = Environment(name="gone", kind="venv", python=str(tmp_path / "nope"), description="")
+    with pytest.raises(EnvironmentUnavailableError, match="is not an executable interpreter"):
+        run_trials(_request(tmp_path, environment=missing, output_dir=tmp_path / "other"))
 
 
 def test_process_scoped_mitigation_runs_each_trial_in_a_fresh_process(

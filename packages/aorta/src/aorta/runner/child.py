@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from typing import Any
 from aorta.atomic import write_json_atomic
 from aorta.registry.models import Environment
 from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
+from aorta.runner.launchers import Launcher, python_launcher
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.resolve import ResolvedRequest, resolve_request
 
@@ -65,23 +65,30 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
     )
 
 
-def run_trial_in_child(resolved: ResolvedRequest, trial_id: int) -> TrialResult:
+def run_trial_in_child(
+    resolved: ResolvedRequest, trial_id: int, launcher: Launcher | None = None
+) -> TrialResult:
     """Run one trial in a fresh interpreter and return the result the child wrote.
 
-    If the child dies without writing its result (segfault, OOM kill), the trial is recorded
-    as failed with the exit code and the tail of its log; the parent writes that record.
+    `launcher` starts the child (default: this interpreter; see `aorta.runner.launchers` for
+    other venvs and docker). If the child dies without writing its result (segfault, OOM kill,
+    missing image), the trial is recorded as failed with the exit code and the tail of its log;
+    the parent writes that record.
     """
+    launch = launcher or python_launcher(sys.executable)
     request = resolved.request
     result_path = request.trial_path(trial_id)
     log_path = request.output_dir / f"trial_{trial_id}.log"
-    child_env = {**os.environ, **resolved.env}
     with tempfile.TemporaryDirectory(prefix="aorta-child-") as tmp:
         spec_path = Path(tmp) / "request.json"
         spec_path.write_text(json.dumps(_request_to_spec(request)), encoding="utf-8")
-        cmd = [sys.executable, "-m", "aorta.runner.child", str(spec_path), str(trial_id)]
+        shared = [request.output_dir.resolve(), Path(tmp).resolve()]
+        command = launch([str(spec_path), str(trial_id)], resolved.env, shared)
         started_at, start = utc_timestamp(), time.perf_counter()
         with log_path.open("w", encoding="utf-8") as log:
-            proc = subprocess.Popen(cmd, env=child_env, stdout=log, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(
+                command.argv, env=command.env, stdout=log, stderr=subprocess.STDOUT
+            )
             try:
                 returncode = proc.wait()
             finally:

@@ -9,6 +9,7 @@ from aorta.errors import EnvironmentUnavailableError, OutputExistsError
 from aorta.runner.child import run_trial_in_child
 from aorta.runner.environ import applied_environ
 from aorta.runner.in_process import run_trial_in_process
+from aorta.runner.launchers import launcher_for
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.reporting import NullReporter, TrialReporter
 from aorta.runner.resolve import ResolvedRequest, resolve_request
@@ -49,23 +50,28 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
 
     Raises before any trial runs for a bad request (unknown names -> `Unknown*Error`,
     conflicting mitigations, bad workload parameters, existing trial files) and
-    `EnvironmentUnavailableError` when the environment cannot run trials at all. A failing
+    `EnvironmentUnavailableError` when the environment cannot run trials at all (no docker
+    engine, missing venv interpreter). A failing
     trial (non-finite loss, exception in the workload) never raises: it is a `TrialResult`
     with `passed=False`, its reason and traceback. KeyboardInterrupt propagates; every trial
     finished before it keeps its file.
 
-    Trials run in this interpreter, except when a mitigation is process-scoped: then each
-    trial runs in a fresh child process with the same result contract. Under torchrun every
-    rank runs every trial in-process and only rank 0 writes files.
+    Trials of the `local` environment run in this interpreter, except when a mitigation is
+    process-scoped: then each trial runs in a fresh child process with the same result
+    contract. `venv` environments run each trial with their interpreter, `docker`
+    environments in a `docker run` of their image (see `aorta.runner.launchers`). Under
+    torchrun every rank runs every trial in-process and only rank 0 writes files.
     """
     report = reporter or NullReporter()
     resolved = resolve_request(request)
-    if resolved.environment.kind != "local":
-        raise EnvironmentUnavailableError(
-            f"environment {resolved.environment.name!r} has kind {resolved.environment.kind!r}, "
-            "which run_trials cannot dispatch yet (only 'local')"
-        )
+    environment = resolved.environment
     rank, world_size = distributed_rank()
+    if environment.kind != "local" and world_size > 1:
+        raise EnvironmentUnavailableError(
+            f"environment {environment.name!r} (kind {environment.kind!r}) cannot run trials "
+            "under torchrun: only 'local' joins the job"
+        )
+    launcher = launcher_for(environment)  # raises when the environment cannot run at all
     writer = rank == 0
     if writer:
         _check_outputs_free(request)
@@ -73,13 +79,15 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
     _validate_workload(resolved)
     # A fresh process cannot join a running torchrun job: under torchrun, process-scoped
     # variables must be set by the launcher (the trial records what it saw in `observed`).
-    in_child = resolved.needs_fresh_process and world_size == 1
+    # Other environments (venv, docker) always run their trials in their own process.
+    fresh = resolved.needs_fresh_process and world_size == 1
+    in_child = environment.kind != "local" or fresh
 
     results: list[TrialResult] = []
     for trial_id in range(request.trials):
         report.trial_started(request, trial_id, request.trial_seed(trial_id))
         if in_child:
-            result = run_trial_in_child(resolved, trial_id)
+            result = run_trial_in_child(resolved, trial_id, launcher)
         else:
             result = run_trial_in_process(
                 resolved,
