@@ -48,10 +48,13 @@ def python_launcher(python: str) -> Launcher:
     return launch
 
 
+AMD_DEVICE_ARGS = ("--device=/dev/kfd", "--device=/dev/dri", "--group-add=video")
+
+
 def gpu_device_args(dev: Path = Path("/dev")) -> list[str]:
     """docker flags exposing this host's GPUs: AMD through /dev/kfd+/dev/dri, NVIDIA via --gpus."""
     if (dev / "kfd").exists():
-        return ["--device=/dev/kfd", "--device=/dev/dri", "--group-add=video"]
+        return list(AMD_DEVICE_ARGS)
     if shutil.which("nvidia-smi"):
         return ["--gpus=all"]
     return []
@@ -82,7 +85,8 @@ def docker_run_argv(
 
 def docker_launcher(environment: Environment) -> Launcher:
     """Start the child in `environment.image` with the trial's variables and the host GPUs."""
-    devices = gpu_device_args()
+    # An environment marked `rocm` always gets the AMD devices; otherwise follow the host.
+    devices = list(AMD_DEVICE_ARGS) if environment.rocm else gpu_device_args()
     user = f"{os.getuid()}:{os.getgid()}"
 
     def launch(
