@@ -706,3 +706,22 @@ def test_import_does_not_pull_torch_or_scipy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_ticket_may_not_take_the_no_ticket_folder_name(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "schema_version: 1\nticket: _no_ticket_\nworkload: fsdp\ntrials: 1\nsteps: 1\n"
+        "cells:\n  - {name: a, mitigations: [none], environment: local}\n"
+    )
+    with pytest.raises(RecipeSchemaError, match=r"r\.yaml: ticket: expected a ticket other than"):
+        load_recipe(path)
+    with pytest.raises(RecipeSchemaError, match="--ticket: expected a ticket other than"):
+        recipe_from_flags(
+            workload="fsdp",
+            mitigation_axis=["none"],
+            environment_axis=["local"],
+            trials=1,
+            steps=1,
+            ticket="_no_ticket_",
+        )

@@ -66,3 +66,7 @@ def inline_environment_name(image_ref: str) -> str:
     so results of both land in the same `environments/<name>/` directory layout.
     """
     return INLINE_PREFIX + hashlib.blake2b(image_ref.encode()).hexdigest()[:8]
+
+
+# The output folder of runs without a ticket; no real ticket may take this name.
+NO_TICKET = "_no_ticket_"

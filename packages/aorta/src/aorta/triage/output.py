@@ -38,7 +38,7 @@ from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.triage.matrix import Matrix, MatrixRow
-from aorta.triage.names import safe_name_problem
+from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.recipe import Cell, Recipe
 
 __all__ = [
@@ -54,7 +54,6 @@ __all__ = [
     "write_report",
 ]
 
-NO_TICKET = "_no_ticket_"
 REPORT_SCHEMA_VERSION = 1
 MARKDOWN_NAME = "matrix.md"
 JSON_NAME = "matrix.json"

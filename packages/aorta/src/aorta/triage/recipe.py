@@ -47,6 +47,7 @@ from aorta.registry.models import Environment, Mitigation, Workload, check_env_v
 from aorta.runner.environ import MitigationConflictError, merge_env
 from aorta.triage.errors import RecipeCellError, RecipeSchemaError
 from aorta.triage.names import (
+    NO_TICKET,
     image_ref_problem,
     inline_environment_name,
     safe_name_problem,
@@ -240,6 +241,16 @@ def _safe_name(where: _Where, path: str, value: object) -> str:
     if problem:
         where.fail(path, problem, name)
     return name
+
+
+def _ticket(where: _Where, path: str, value: object) -> str:
+    ticket = _safe_name(where, path, value)
+    if ticket == NO_TICKET:
+        # The folder of ticket-less runs: a ticket of that name would mix with them.
+        where.fail(
+            path, f"expected a ticket other than {NO_TICKET!r} (omit the key instead)", value
+        )
+    return ticket
 
 
 def _threshold(where: _Where, path: str, value: object) -> float:
@@ -517,7 +528,7 @@ def _recipe_from_data(where: _Where, data: object, *, source: Path, sha256: str)
     reg = _Registry.load()
     ticket = None
     if data.get("ticket") is not None:
-        ticket = _safe_name(where, "ticket", data["ticket"])
+        ticket = _ticket(where, "ticket", data["ticket"])
     workload = _resolve_workload(where, "workload", _require(where, "", data, "workload"), reg)
     trials = _positive_int(where, "trials", _require(where, "", data, "trials"))
     steps = _positive_int(where, "steps", _require(where, "", data, "steps"))
@@ -589,7 +600,7 @@ def recipe_from_flags(
     wl = _resolve_workload(where, "--workload", workload, reg)
     trials = _positive_int(where, "--trials", trials)
     steps = _positive_int(where, "--steps", steps)
-    ticket = None if ticket is None else _safe_name(where, "--ticket", ticket)
+    ticket = None if ticket is None else _ticket(where, "--ticket", ticket)
     threshold = _threshold(where, "--confound-threshold", confound_threshold)
 
     if not mitigation_axis:
