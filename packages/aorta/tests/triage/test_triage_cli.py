@@ -235,3 +235,26 @@ def test_ctrl_c_leaves_an_interrupted_matrix_and_exits_130(tmp_path: Path) -> No
     assert data["interrupted"] is True
     assert data["cells_not_run"] == ["plugin_fix-local"]
     assert "Interrupted" in (run_dir / "matrix.md").read_text()
+
+
+@pytest.mark.slow
+def test_matrix_under_torchrun_two_ranks_rank0_writes_once(tmp_path: Path) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+         "-m", "aorta.cli.main", "triage", "run", "--mode", "matrix", "--workload", "fsdp",
+         "--mitigation-axis", "none,fsdp_grad_clip", "--environment-axis", "local",
+         "--trials", "1", "--steps", "6", "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run_dir = _only_run_dir(tmp_path)  # one directory: only rank 0 created it
+    assert list(tmp_path.iterdir()) == [tmp_path / "_no_ticket_"]
+    assert done.stdout.count("matrix: ") == 1
+    trial = json.loads((run_dir / "cells" / "fsdp_grad_clip-local" / "trial_0.json").read_text())
+    assert trial["world_size"] == 2 and trial["observed"]["world_size"] == 2
+    assert json.loads((run_dir / "matrix.json").read_text())["interrupted"] is False

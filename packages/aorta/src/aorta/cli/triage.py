@@ -134,18 +134,21 @@ def run_command(
 
 def _execute(recipe: Recipe, output_dir: Path) -> int:
     from aorta.cli.run import LineReporter
+    from aorta.runner.trials import distributed_rank
     from aorta.triage.runner import TriageInterrupted, run_recipe
 
+    # Under torchrun every rank runs the cells; only rank 0 writes and talks.
+    loud = distributed_rank()[0] == 0
+    reporter = LineReporter(echo=loud, label_cells=True)
     try:
-        report = run_recipe(recipe, output_dir, reporter=LineReporter(label_cells=True))
+        report = run_recipe(recipe, output_dir, reporter=reporter)
     except TriageInterrupted as exc:
-        click.echo(
-            f"aorta triage: interrupted; partial matrix: {exc.report.run_dir / 'matrix.md'}",
-            err=True,
-        )
+        if loud:
+            matrix_md = exc.report.run_dir / "matrix.md"
+            click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
         raise
-    errored = [row.name for row in report.matrix.rows if row.stats.error]
-    for warning in report.matrix.warnings:
-        click.echo(f"aorta triage: warning: {warning}", err=True)
-    click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
-    return 1 if errored else 0
+    if loud:
+        for warning in report.matrix.warnings:
+            click.echo(f"aorta triage: warning: {warning}", err=True)
+        click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
+    return 1 if any(row.stats.error for row in report.matrix.rows) else 0

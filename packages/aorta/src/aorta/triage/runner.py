@@ -22,7 +22,7 @@ from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.reporting import TrialReporter
-from aorta.runner.trials import run_trials
+from aorta.runner.trials import distributed_rank, run_trials
 from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
@@ -80,15 +80,25 @@ def run_recipe(
 
     Creates `<output_root>/<ticket>/<workload>/<timestamp>/` (never reused), writes
     `recipe.resolved.yaml`, `host_env.json`, per-environment `env.json`, per-cell trial JSONs
-    and finally `matrix.json` / `matrix.md`.
+    and finally `matrix.json` / `matrix.md`. Under torchrun every rank runs every cell (the
+    workload's collectives need all ranks) and only rank 0 probes and writes; the other ranks
+    return an unwritten report whose `run_dir` does not exist.
     """
-    run_dir, stamp = new_run_dir(output_root, recipe, now or datetime.now(UTC))
-    write_text_atomic(run_dir / "recipe.resolved.yaml", dump_resolved_yaml(recipe))
+    rank, _ = distributed_rank()
+    writer = rank == 0
+    moment = now or datetime.now(UTC)
+    if writer:
+        run_dir, stamp = new_run_dir(output_root, recipe, moment)
+        write_text_atomic(run_dir / "recipe.resolved.yaml", dump_resolved_yaml(recipe))
+    else:
+        run_dir = output_root / f"_rank{rank}_writes_nothing"
+        stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     partial: list[str] = []
-    host = probe(scope="host")
-    _write_probe(run_dir / "host_env.json", host)
-    if host.partial:
-        partial.append("host")
+    if writer:
+        host = probe(scope="host")
+        _write_probe(run_dir / "host_env.json", host)
+        if host.partial:
+            partial.append("host")
 
     probed: set[str] = set()
     stats: list[CellStats] = []
@@ -96,7 +106,7 @@ def run_recipe(
     try:
         for cell in recipe.cells:
             env_name = cell.environment.name
-            if env_name not in probed:
+            if writer and env_name not in probed:
                 # Before the environment's first cell and before any mitigation is applied.
                 snapshot = probe(scope="environment", environ=dict(os.environ))
                 _write_probe(run_dir / "environments" / env_name / "env.json", snapshot)
@@ -127,7 +137,8 @@ def run_recipe(
         interrupted=interrupted,
         cells_not_run=not_run,
     )
-    write_report(report)
+    if writer:
+        write_report(report)
     if interrupted:
         raise TriageInterrupted(report)
     return report
