@@ -132,6 +132,28 @@ def run_command(
     return _execute(recipe, output_dir)
 
 
+@triage_group.command("matrix")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option(
+    "--confound-threshold",
+    type=float,
+    default=None,
+    help="Re-judge with this step-time ratio threshold (default: the run's own).",
+)
+def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
+    """Rebuild RUN_DIR's matrix.md / matrix.json from its trial files; runs nothing.
+
+    The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
+    """
+    from aorta.triage.reanalysis import reanalyze
+
+    report = reanalyze(run_dir, threshold=confound_threshold)
+    for warning in report.matrix.warnings:
+        click.echo(f"aorta triage: warning: {warning}", err=True)
+    click.echo(f"matrix: {run_dir / 'matrix.md'}")
+    return 0
+
+
 def _execute(recipe: Recipe, output_dir: Path) -> int:
     from aorta.cli.run import LineReporter
     from aorta.runner.trials import distributed_rank

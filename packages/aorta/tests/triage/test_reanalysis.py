@@ -1,0 +1,79 @@
+"""`aorta triage matrix <run-dir>`: rebuild from disk, keep the old matrix, keep cell errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aorta.cli.main import main
+from aorta.errors import EnvironmentUnavailableError
+from aorta.runner.models import RunRequest, TrialResult
+from aorta.runner.trials import run_trials as real_run_trials
+from aorta.triage import runner as triage_runner
+from aorta.triage.reanalysis import reanalyze
+from aorta.triage.recipe import recipe_from_flags
+from aorta.triage.runner import run_recipe
+
+pytestmark = pytest.mark.usefixtures("plugin")
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A real toy matrix in which the plugin_fix cell's environment 'fails'."""
+
+    def run_trials(request: RunRequest, reporter: object = None) -> list[TrialResult]:
+        if request.output_dir.name == "plugin_fix-local":
+            raise EnvironmentUnavailableError("engine gone")
+        return real_run_trials(request)
+
+    monkeypatch.setattr(triage_runner, "run_trials", run_trials)
+    recipe = recipe_from_flags(
+        workload="toy",
+        mitigation_axis=["none", "plugin_fix", "plugin_factory"],
+        environment_axis=["local"],
+        trials=3,
+        steps=2,
+    )
+    return run_recipe(recipe, tmp_path).run_dir
+
+
+def test_rebuilds_from_trial_files_with_a_new_threshold_and_keeps_the_old_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _run(tmp_path, monkeypatch)
+    before = json.loads((run_dir / "matrix.json").read_text())
+    old_md = (run_dir / "matrix.md").read_text()
+    report = reanalyze(run_dir, threshold=2.5)
+    after = json.loads((run_dir / "matrix.json").read_text())
+    assert after["threshold"] == 2.5 and before["threshold"] == 1.15
+    (archive,) = (run_dir / "previous").iterdir()
+    assert (archive / "matrix.md").read_text() == old_md
+    assert json.loads((archive / "matrix.json").read_text()) == before
+    for old, new in zip(before["cells"], after["cells"], strict=True):
+        assert (old["name"], old["passed_count"], old["trials_run"]) == (
+            new["name"],
+            new["passed_count"],
+            new["trials_run"],
+        )
+    # The errored cell has no trial files; its recorded reason survives the rebuild.
+    row = report.matrix.row("plugin_fix-local")
+    assert row.confound == "error" and row.stats.error == "engine gone"
+
+
+def test_cli_matrix_command_and_its_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = _run(tmp_path, monkeypatch)
+    assert main(["triage", "matrix", str(run_dir), "--confound-threshold", "1.5"]) == 0
+    assert f"matrix: {run_dir / 'matrix.md'}" in capsys.readouterr().out
+    assert json.loads((run_dir / "matrix.json").read_text())["threshold"] == 1.5
+
+    assert main(["triage", "matrix", str(tmp_path)]) == 2
+    assert "not a triage run directory (no recipe.resolved.yaml)" in capsys.readouterr().err
+    assert main(["triage", "matrix", str(run_dir), "--confound-threshold", "-1"]) == 2
+    assert "expected a positive number" in capsys.readouterr().err
+    (run_dir / "recipe.resolved.yaml").write_text("cells: [unclosed\n")
+    assert main(["triage", "matrix", str(run_dir)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "cannot read it as a triage run file" in line
