@@ -17,8 +17,8 @@ $(STAMP): packages/aorta/pyproject.toml packages/triton-invariance/pyproject.tom
           packages/oellm-autoexp/pyproject.toml constraints/cpu.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -c constraints/cpu.txt \
-	    -e 'packages/aorta[torch,test]' \
-	    -e 'packages/triton-invariance[test]' \
+	    -e 'packages/aorta[torch,plot,test]' \
+	    -e 'packages/triton-invariance[triton,test]' \
 	    -e 'packages/oellm-autoexp[test]' \
 	    $(DEV_TOOLS)
 	@touch $@
@@ -48,6 +48,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/runner_overhead.py
+	$(BIN)/python benchmarks/triage_overhead.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
