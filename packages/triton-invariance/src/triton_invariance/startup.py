@@ -1,0 +1,70 @@
+"""Activation without code changes: what `triton_invariance_startup.pth` runs at start-up.
+
+The `.pth` line itself only reads two environment variables (no import) so an interpreter with
+both unset pays nothing measurable. When either is set it calls `activate()`, which still does
+not import Triton -- plenty of Python processes (pip, the `triton-invariance` CLI) never need
+it. Instead a meta-path finder waits for the first `import triton` and installs the hooks right
+after Triton's package has initialised. A bad value (or both variables set) then fails that
+import with one clear `InvarianceConfigError` rather than silently skipping the check.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+PTH_LINE = (
+    "import os; (os.environ.get('TRITON_INVARIANCE_COMMIT') or "
+    "os.environ.get('TRITON_INVARIANCE_COMPARE')) and "
+    "__import__('triton_invariance.startup').startup.activate()"
+)
+"""The single line of the shipped `.pth` file (a test keeps the two in sync)."""
+
+
+class _InstallAfterTritonImport(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; when `triton` is being imported, arranges `install()` to run
+    right after the real loader has executed Triton's `__init__`."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != "triton":
+            return None
+        _remove_watcher()
+        spec = importlib.util.find_spec("triton")
+        if spec is None or spec.loader is None:
+            return spec
+        loader: Any = spec.loader
+        exec_module = loader.exec_module
+
+        def exec_then_install(module: ModuleType) -> None:
+            exec_module(module)
+            from triton_invariance.hooks import install
+
+            install()
+
+        loader.exec_module = exec_then_install
+        return spec
+
+
+def _remove_watcher() -> None:
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _InstallAfterTritonImport)]
+
+
+def activate() -> None:
+    """Install the hooks now if Triton is loaded, else as soon as it is imported."""
+    if "triton" in sys.modules:
+        from triton_invariance.hooks import install
+
+        install()
+        return
+    if not any(isinstance(f, _InstallAfterTritonImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _InstallAfterTritonImport())
