@@ -1,0 +1,60 @@
+"""Compile test kernels to TTGIR on a CPU-only machine (a target is given, nothing is launched)."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+TARGETS: dict[str, tuple[str, int | str, int]] = {
+    "cuda:80": ("cuda", 80, 32),
+    "cuda:90": ("cuda", 90, 32),
+    "hip:gfx942": ("hip", "gfx942", 64),
+}
+
+
+def compile_kernel(
+    fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, int],
+    target: str,
+    **options: Any,
+) -> Any:
+    """`triton.compile` for one of `TARGETS`; returns the `CompiledKernel` (its `.asm` is text)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(fn, signature, constexprs)
+    return triton.compile(src, target=GPUTarget(*TARGETS[target]), options=options or None)
+
+
+def compile_ttgir(
+    fn: Any, signature: dict[str, str], constexprs: dict[str, int], target: str, **options: Any
+) -> str:
+    """TTGIR text of one compile (`CompiledKernel.asm["ttgir"]`)."""
+    return str(compile_kernel(fn, signature, constexprs, target, **options).asm["ttgir"])
+
+
+def load_variant(source_fn: Any, new_source: str, directory: Path, module_name: str) -> Any:
+    """Write `new_source` (a rewritten `@triton.jit` function) to a file and return the kernel.
+
+    Triton reads a kernel's source from its file, so a variant must live in a real module.
+    `source_fn` only supplies the function name to fetch from the new module.
+    """
+    path = directory / f"{module_name}.py"
+    path.write_text("import triton\nimport triton.language as tl\n\n\n" + new_source)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return getattr(module, source_fn.fn.__name__)
+
+
+def source_of(kernel: Any) -> str:
+    """Source text of a `@triton.jit` function, decorator included."""
+    return inspect.getsource(kernel.fn)
