@@ -39,11 +39,10 @@ def compile_ttgir(
     return str(compile_kernel(fn, signature, constexprs, target, **options).asm["ttgir"])
 
 
-def load_variant(source_fn: Any, new_source: str, directory: Path, module_name: str) -> Any:
-    """Write `new_source` (a rewritten `@triton.jit` function) to a file and return the kernel.
+def load_variant(new_source: str, directory: Path, module_name: str, function: str) -> Any:
+    """Write `new_source` (a rewritten `@triton.jit` function) to a file; return `function`.
 
     Triton reads a kernel's source from its file, so a variant must live in a real module.
-    `source_fn` only supplies the function name to fetch from the new module.
     """
     path = directory / f"{module_name}.py"
     path.write_text("import triton\nimport triton.language as tl\n\n\n" + new_source)
@@ -52,9 +51,34 @@ def load_variant(source_fn: Any, new_source: str, directory: Path, module_name: 
     module: ModuleType = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    return getattr(module, source_fn.fn.__name__)
+    return getattr(module, function)
 
 
 def source_of(kernel: Any) -> str:
     """Source text of a `@triton.jit` function, decorator included."""
     return inspect.getsource(kernel.fn)
+
+
+def reparse_with_triton(ttgir_text: str, target: str, directory: Path) -> tuple[Any, Any]:
+    """Parse TTGIR with Triton's own MLIR bindings: `(module, context)`.
+
+    An independent reader of the same text, used as an oracle for our parser. The context is
+    returned too: the module is only valid while its context lives.
+    """
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    path = directory / "module.ttgir"
+    path.write_text(ttgir_text)
+    context = ir.context()
+    ir.load_dialects(context)
+    make_backend(GPUTarget(*TARGETS[target])).load_dialects(context)
+    return ir.parse_mlir_module(str(path), context), context
+
+
+def triton_op_names(module: Any) -> list[str]:
+    """Names of every op in a module parsed by Triton (post-order walk), builtin.module excluded."""
+    names: list[str] = []
+    module.walk(lambda op: names.append(op.get_name()))
+    return [name for name in names if name != "builtin.module"]
