@@ -88,7 +88,7 @@ def test_config_hash_of_a_triton_config_equals_its_mapping() -> None:
 def test_config_hash_refuses_values_whose_text_has_an_address() -> None:
     with pytest.raises(InvarianceConfigError, match="memory address"):
         compute_config_hash({"fn": object()})
-    with pytest.raises(InvarianceConfigError, match="expected a triton.Config"):
+    with pytest.raises(InvarianceConfigError, match=r"expected a triton\.Config"):
         compute_config_hash(42)
 
 
@@ -170,7 +170,7 @@ def test_on_winner_selected_compares_and_raises_on_mismatch(tmp_path: Path) -> N
     same = on_winner_selected("kernel", sig, "cfg", mode="compare", base=tmp_path, cache=cache)
     assert same is not None and same.outcome == "match"
     cache.put("kernel", sig, "cfg", sample_inv("arith.subf", kernel="kernel"))
-    with pytest.raises(NumericalInvarianceMismatchError, match="arith.subf"):
+    with pytest.raises(NumericalInvarianceMismatchError, match=r"arith\.subf"):
         on_winner_selected("kernel", sig, "cfg", mode="compare", base=tmp_path, cache=cache)
     assert len(cache) == 0  # cleared even though it raised
 
