@@ -51,13 +51,7 @@ class CompileOnlyDriver(DriverBase):  # type: ignore[misc]  # triton ships no ty
         self.timings: Timing = timings or (lambda metadata: 1.0)
         self.launched: list[Any] = []  # metadata of every launch, in order
 
-        def launcher_cls(src: object, metadata: Any) -> Callable[..., None]:
-            def launch(*args: object) -> None:
-                self.launched.append(metadata)
-
-            return launch
-
-        self.launcher_cls = launcher_cls
+        self.launcher_cls = _launcher
 
     @classmethod
     def is_active(cls) -> bool:
@@ -82,17 +76,33 @@ class CompileOnlyDriver(DriverBase):  # type: ignore[misc]  # triton ships no ty
         return 0
 
     def get_benchmarker(self) -> Callable[..., Sequence[float]]:
-        def bench(
-            kernel_call: Callable[[], None], *, quantiles: Sequence[float], **_: Any
-        ) -> list[float]:
-            before = len(self.launched)
-            kernel_call()  # compiles the config for real (the launch itself is a no-op)
-            if len(self.launched) == before:
-                raise RuntimeError("the benchmarked call launched no kernel")
-            ms = float(self.timings(self.launched[-1]))
-            return [ms for _ in quantiles]
+        return _bench
 
-        return bench
+
+def _current() -> CompileOnlyDriver:
+    # Triton caches a kernel's launcher and an autotuner's benchmarker the first time it needs
+    # them, so both look up the driver that is active *now* instead of closing over one.
+    active = driver.active
+    if not isinstance(active, CompileOnlyDriver):
+        raise RuntimeError("a compile-only launch happened outside `compile_only()`")
+    return active
+
+
+def _launcher(src: object, metadata: Any) -> Callable[..., None]:
+    def launch(*args: object) -> None:
+        _current().launched.append(metadata)
+
+    return launch
+
+
+def _bench(kernel_call: Callable[[], None], *, quantiles: Sequence[float], **_: Any) -> list[float]:
+    fake = _current()
+    before = len(fake.launched)
+    kernel_call()  # compiles the config for real (the launch itself is a no-op)
+    if len(fake.launched) == before:
+        raise RuntimeError("the benchmarked call launched no kernel")
+    ms = float(fake.timings(fake.launched[-1]))
+    return [ms for _ in quantiles]
 
 
 @contextlib.contextmanager

@@ -162,9 +162,19 @@ def winner_selected(kernel: Any) -> WinnerOutcome | None:
         return None
     record = _record_for(kernel)
     v = record.variant
-    # A winner that was already decided for another autotune key may have been cleared from
-    # the cache since; its fingerprint is known, so it is put back rather than recomputed.
-    _invariance_cache.put(v.kernel_name, v.sig_hash, v.cfg_hash, record.invariance)
+    # The cache was cleared after an earlier decision for this kernel (another autotune key),
+    # while Triton's JIT cache kept the compiled variants, which then do not compile again. Every
+    # variant of this signature seen in this process is put back, so the winner and the
+    # alternatives a mismatch report consults are all there.
+    with _state.lock:
+        siblings = [
+            r
+            for r in _state.records.values()
+            if (r.variant.kernel_name, r.variant.sig_hash) == (v.kernel_name, v.sig_hash)
+        ]
+    for sibling in (*siblings, record):
+        s = sibling.variant
+        _invariance_cache.put(s.kernel_name, s.sig_hash, s.cfg_hash, sibling.invariance)
     outcome = on_winner_selected(v.kernel_name, v.sig_hash, v.cfg_hash, config=v.config, mode=mode)
     with _state.lock:
         _state.decided.add(kernel_hash)
