@@ -38,28 +38,48 @@ NEWLINE: Final = "newline"
 REGION: Final = "region"  # placeholder left in an op's tokens where one of its regions was
 
 _SUFFIX = r"[A-Za-z0-9_.$\-]+"
-# One alternation, leading blanks folded into every match so that a token costs one regex step.
+_STRING = r'"(?:[^"\\\n]|\\.)*"'
+# `loc(...)` with up to three levels of nested parentheses (`loc(callsite("f"(#loc1) at #loc2))`)
+# is dropped by the regex itself; a deeper one falls through as an identifier `loc` and the
+# parser skips it (`_Parser._skip_loc`).
+_LOC_ARG = rf'(?:[^()"]|{_STRING})*'
+_LOC = rf"loc\({_LOC_ARG}(?:\({_LOC_ARG}(?:\({_LOC_ARG}\){_LOC_ARG})*\){_LOC_ARG})*\)"
+# One capturing group holds the token; blanks, comments and locations match outside it (empty
+# capture), so `findall` does all the scanning in C. The token's kind follows from its first
+# character (see `_KIND_BY_FIRST_CHAR`), which is how MLIR's own lexer dispatches too.
 _TOKEN_RE = re.compile(
-    rf"""[ \t\r]*(?:
-    (?P<newline>\n)
-  | (?P<comment>//[^\n]*)
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<value>%{_SUFFIX}(?:\#\d+)?)
-  | (?P<block>\^{_SUFFIX})
-  | (?P<symbol>@(?:"(?:[^"\\\n]|\\.)*"|{_SUFFIX}))
-  | (?P<hash>\#{_SUFFIX})
-  | (?P<bang>!{_SUFFIX})
-  | (?P<number>-?0x[0-9A-Fa-f]+(?![\w.])|-?\d+\.\d*(?:[eE][+-]?\d+)?|-?\d+[eE][+-]?\d+)
-  | (?P<dims>(?:\d+|\?)(?:x(?:\d+|\?))*x(?=[A-Za-z!?]))
-  | (?P<int>-?\d+)
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_.$]*)
-  | (?P<punct>->|::|[(){{}}\[\]<>,:=*+?|])
-  | (?P<end>\Z)
-  | (?P<error>.)
-    )""",
+    rf"""[ \t\r]*(?:{_LOC}|//[^\n]*|\Z|(
+    \n
+  | {_STRING}
+  | %{_SUFFIX}(?:\#\d+)?
+  | \^{_SUFFIX}
+  | @(?:{_STRING}|{_SUFFIX})
+  | \#{_SUFFIX}
+  | !{_SUFFIX}
+  | -?0x[0-9A-Fa-f]+(?![\w.])
+  | -?\d+\.\d*(?:[eE][+-]?\d+)?
+  | -?\d+[eE][+-]?\d+
+  | (?:\d+|\?)(?:x(?:\d+|\?))*x(?=[A-Za-z!?])
+  | -?\d+
+  | [A-Za-z_][A-Za-z0-9_.$]*
+  | ->|::|[(){{}}\[\]<>,:=*+?|]
+  | .
+    ))""",
     re.VERBOSE,
 )
-_KIND_OF_GROUP: Final = {"int": NUMBER}
+_KIND_BY_FIRST_CHAR: Final = {
+    "%": VALUE,
+    "^": BLOCK,
+    "@": SYMBOL,
+    "#": HASH,
+    "!": BANG,
+    '"': STRING,
+    "\n": NEWLINE,
+    "-": NUMBER,
+    **dict.fromkeys("0123456789", NUMBER),
+    **dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", IDENT),
+}
+_PUNCTUATION: Final = frozenset({"->", "::", *"(){}[]<>,:=*+?|"})
 _OPEN_TO_CLOSE: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = frozenset(_OPEN_TO_CLOSE.values())
 
@@ -69,11 +89,11 @@ class InvalidTTGIRError(ValueError):
 
 
 class MlirSyntaxError(InvalidTTGIRError):
-    """The text is not well-formed MLIR assembly (message names line and column)."""
+    """The text is not well-formed MLIR assembly (the message names the line)."""
 
 
 class Token(NamedTuple):
-    """One lexical token; `pos` (offset into the text) only serves error messages."""
+    """One lexical token; `pos` (its index in the token list) only serves error messages."""
 
     kind: str
     text: str
@@ -113,33 +133,34 @@ class Module:
 
 
 def tokenize(text: str) -> list[Token]:
-    """Split MLIR assembly into tokens (whitespace and comments dropped, newlines kept)."""
+    """Split MLIR assembly into tokens (whitespace, comments, ``loc(...)`` dropped; newlines kept).
+
+    `Token.pos` is the token's index in the returned list.
+    """
     tokens: list[Token] = []
     append = tokens.append
-    kinds = _KIND_OF_GROUP
-    for m in _TOKEN_RE.finditer(text):
-        group = m.lastgroup
-        if group in ("comment", "end"):
+    new = tuple.__new__
+    kind_of = _KIND_BY_FIRST_CHAR.get
+    line = 1
+    for piece in _TOKEN_RE.findall(text):
+        if not piece:
             continue
-        if group == "error":
-            pos = m.end() - 1
-            line, col = position(text, pos)
-            raise MlirSyntaxError(f"line {line}, column {col}: unexpected character {text[pos]!r}")
-        assert group is not None  # every alternative is a named group
-        text_ = m.group(group)
-        append(Token(kinds.get(group, group), text_, m.end() - len(text_)))
+        kind = kind_of(piece[0], PUNCT)
+        if piece == "->":
+            kind = PUNCT
+        elif kind == NUMBER or (piece[0] == "?" and len(piece) > 1):
+            if piece[-1] == "x":
+                kind = DIMS
+        elif kind == NEWLINE:
+            line += 1
+        elif kind == PUNCT and piece not in _PUNCTUATION:
+            raise MlirSyntaxError(f"line {line}: unexpected character {piece!r}")
+        append(new(Token, (kind, piece, len(tokens))))
     return tokens
 
 
-def position(text: str, pos: int) -> tuple[int, int]:
-    """1-based (line, column) of offset `pos` in `text`."""
-    line_start = text.rfind("\n", 0, pos) + 1
-    return text.count("\n", 0, pos) + 1, pos - line_start + 1
-
-
 class _Parser:
-    def __init__(self, text: str, tokens: list[Token]) -> None:
-        self.text = text
+    def __init__(self, tokens: list[Token]) -> None:
         self.toks = tokens
         self.i = 0
         self.n = len(tokens)
@@ -150,9 +171,8 @@ class _Parser:
             tok = self.toks[self.i] if self.i < self.n else (self.toks[-1] if self.toks else None)
         if tok is None:
             return MlirSyntaxError(message)
-        line, col = position(self.text, tok.pos)
-        where = f"line {line}, column {col}: "
-        return MlirSyntaxError(where + message)
+        line = 1 + sum(1 for t in self.toks[: tok.pos] if t.kind == NEWLINE)
+        return MlirSyntaxError(f"line {line}: {message}")
 
     def _skip_newlines(self) -> None:
         while self.i < self.n and self.toks[self.i].kind == NEWLINE:
@@ -303,5 +323,5 @@ class _Parser:
 
 
 def parse(text: str) -> Module:
-    """Parse MLIR assembly into a `Module`; raises `MlirSyntaxError` naming line and column."""
-    return _Parser(text, tokenize(text)).parse_module()
+    """Parse MLIR assembly into a `Module`; raises `MlirSyntaxError` naming the line."""
+    return _Parser(tokenize(text)).parse_module()
