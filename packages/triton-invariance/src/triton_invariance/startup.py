@@ -10,13 +10,16 @@ import with one clear `InvarianceConfigError` rather than silently skipping the 
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import importlib.util
 import sys
-from collections.abc import Sequence
-from types import ModuleType
-from typing import Any
+
+# `typing` and `importlib.abc` alone cost ~30 ms to import; this module runs at start-up, so the
+# names below are for the type checker only (annotations are strings, never evaluated).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import importlib.machinery
+    from collections.abc import Sequence
+    from types import ModuleType
 
 PTH_LINE = (
     "import os; (os.environ.get('TRITON_INVARIANCE_COMMIT') or "
@@ -26,9 +29,9 @@ PTH_LINE = (
 """The single line of the shipped `.pth` file (a test keeps the two in sync)."""
 
 
-class _InstallAfterTritonImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; when `triton` is being imported, arranges `install()` to run
-    right after the real loader has executed Triton's `__init__`."""
+class _InstallAfterTritonImport:
+    """A meta-path finder (duck-typed) that finds nothing itself; when `triton` is being
+    imported, it arranges `install()` to run right after Triton's `__init__` has executed."""
 
     def find_spec(
         self,
@@ -42,7 +45,7 @@ class _InstallAfterTritonImport(importlib.abc.MetaPathFinder):
         spec = importlib.util.find_spec("triton")
         if spec is None or spec.loader is None:
             return spec
-        loader: Any = spec.loader
+        loader = spec.loader
         exec_module = loader.exec_module
 
         def exec_then_install(module: ModuleType) -> None:
@@ -51,7 +54,7 @@ class _InstallAfterTritonImport(importlib.abc.MetaPathFinder):
 
             install()
 
-        loader.exec_module = exec_then_install
+        loader.exec_module = exec_then_install  # type: ignore[method-assign]
         return spec
 
 
