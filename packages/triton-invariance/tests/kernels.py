@@ -89,6 +89,24 @@ def atomic_add_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(out_ptr, tl.sum(x, axis=0))
 
 
+@triton.jit
+def control_flow_kernel(x_ptr, out_ptr, n, threshold, BLOCK: tl.constexpr):
+    # scf.if with an else region and scf.while (two regions each): sibling regions whose block
+    # arguments the printer names alike.
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+    total = tl.sum(x, axis=0)
+    if total > threshold:  # noqa: SIM108 (a statement if is what lowers to scf.if)
+        scaled = x * 2.0
+    else:
+        scaled = x - 1.0
+    steps = 0
+    while steps < n:
+        scaled = scaled * 0.5
+        steps += 1
+    tl.store(out_ptr + offsets, scaled, mask=offsets < n)
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """What `triton.compile(ASTSource(fn, signature, constexprs))` needs for one kernel."""
@@ -150,6 +168,18 @@ KERNELS: dict[str, KernelSpec] = {
         ),
         _matmul("fp16"),
         _matmul("bf16"),
+        KernelSpec(
+            "control_flow",
+            control_flow_kernel,
+            {
+                "x_ptr": "*fp32",
+                "out_ptr": "*fp32",
+                "n": "i32",
+                "threshold": "fp32",
+                "BLOCK": "constexpr",
+            },
+            {"BLOCK": 256},
+        ),
         KernelSpec(
             "atomic_add",
             atomic_add_kernel,
