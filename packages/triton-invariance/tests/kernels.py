@@ -96,7 +96,7 @@ def control_flow_kernel(x_ptr, out_ptr, n, threshold, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
     total = tl.sum(x, axis=0)
-    if total > threshold:  # noqa: SIM108 (a statement if is what lowers to scf.if)
+    if total > threshold:  # noqa: SIM108 (statement form: two regions with their own names)
         scaled = x * 2.0
     else:
         scaled = x - 1.0
