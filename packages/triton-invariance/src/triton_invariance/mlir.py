@@ -19,6 +19,7 @@ compares baselines without importing Triton). The tests use the bindings as an i
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
@@ -47,8 +48,7 @@ _LOC = rf"loc\({_LOC_ARG}(?:\({_LOC_ARG}(?:\({_LOC_ARG}\){_LOC_ARG})*\){_LOC_ARG
 # One capturing group holds the token; blanks, comments and locations match outside it (empty
 # capture), so `findall` does all the scanning in C. The token's kind follows from its first
 # character (see `_KIND_BY_FIRST_CHAR`), which is how MLIR's own lexer dispatches too.
-_TOKEN_RE = re.compile(
-    rf"""[ \t\r]*(?:{_LOC}|//[^\n]*|\Z|(
+_TOKEN_PATTERN: Final = rf"""[ \t\r]*(?:{_LOC}|//[^\n]*|\Z|(
     \n
   | {_STRING}
   | %{_SUFFIX}(?:\#\d+)?
@@ -64,9 +64,7 @@ _TOKEN_RE = re.compile(
   | [A-Za-z_][A-Za-z0-9_.$]*
   | ->|::|[(){{}}\[\]<>,:=*+?|]
   | .
-    ))""",
-    re.VERBOSE,
-)
+    ))"""
 _KIND_BY_FIRST_CHAR: Final = {
     "%": VALUE,
     "^": BLOCK,
@@ -132,6 +130,12 @@ class Module:
     ops: list[Operation]
 
 
+@functools.cache
+def _token_re() -> re.Pattern[str]:
+    # Compiled on first use, not at import: commands that only read baselines never tokenize.
+    return re.compile(_TOKEN_PATTERN, re.VERBOSE)
+
+
 def tokenize(text: str) -> list[Token]:
     """Split MLIR assembly into tokens (whitespace, comments, ``loc(...)`` dropped; newlines kept).
 
@@ -142,7 +146,7 @@ def tokenize(text: str) -> list[Token]:
     new = tuple.__new__
     kind_of = _KIND_BY_FIRST_CHAR.get
     line = 1
-    for piece in _TOKEN_RE.findall(text):
+    for piece in _token_re().findall(text):
         if not piece:
             continue
         kind = kind_of(piece[0], PUNCT)
