@@ -196,6 +196,11 @@ def test_syntax_errors_name_the_place(text: str, message: str) -> None:
         compute_invariance(text)
 
 
+def test_named_module_reads_the_same() -> None:
+    named = module(REDUCE).replace("module attributes", "module @kernels attributes")
+    assert compute_invariance(named) == compute_invariance(module(REDUCE))
+
+
 def test_not_a_module() -> None:
     with pytest.raises(InvalidTTGIRError, match="exactly one top-level `module`"):
         compute_invariance("tt.func @k() {\n  tt.return\n}\n")

@@ -349,7 +349,8 @@ def _split_top_level(tokens: list[Token], sep: str = ",") -> list[list[Token]]:
 
 def _hw_config(module_body: list[Token]) -> HwConfig:
     """Hardware config from ``module attributes {...}``."""
-    module_body = [t for t in module_body if t.kind != REGION]
+    # `module @name attributes {...}`: a module symbol name is not hardware configuration.
+    module_body = [t for t in module_body if t.kind not in (REGION, SYMBOL)]
     if (
         len(module_body) < 3
         or module_body[0].text != "attributes"
