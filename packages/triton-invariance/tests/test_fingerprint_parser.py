@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from triton_invariance.fingerprint import InvalidTTGIRError, compute_invariance
@@ -208,3 +211,16 @@ def test_not_a_module() -> None:
 
 def test_syntax_error_is_a_value_error() -> None:
     assert issubclass(MlirSyntaxError, ValueError)
+
+
+def test_fingerprinting_never_imports_triton() -> None:
+    code = (
+        "import sys\n"
+        "from triton_invariance.fingerprint import compute_invariance\n"
+        f"inv = compute_invariance({module(REDUCE)!r})\n"
+        "print(inv.fingerprint, 'triton' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
+    ).stdout.split()
+    assert out == [compute_invariance(module(REDUCE)).fingerprint, "False"]
