@@ -10,11 +10,10 @@ import with one clear `InvarianceConfigError` rather than silently skipping the 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 
-# `typing` and `importlib.abc` alone cost ~30 ms to import; this module runs at start-up, so the
-# names below are for the type checker only (annotations are strings, never evaluated).
+# `typing`, `importlib.abc` and `importlib.util` cost ~30 ms to import; this module runs at
+# start-up, so the names below are for the type checker only (annotations are never evaluated).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import importlib.machinery
@@ -41,6 +40,8 @@ class _InstallAfterTritonImport:
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname != "triton":
             return None
+        import importlib.util  # only now: Triton is being imported, start-up is over
+
         _remove_watcher()
         spec = importlib.util.find_spec("triton")
         if spec is None or spec.loader is None:
