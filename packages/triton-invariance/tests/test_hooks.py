@@ -7,6 +7,7 @@ Only launching and timing -- the part that needs a GPU -- is replaced, by
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -83,10 +84,11 @@ def test_listener_fingerprints_every_compiled_variant(
 ) -> None:
     k4 = _compile(add_kernel, 128, num_warps=4)
     k8 = _compile(add_kernel, 128, num_warps=8)
-    variants = _invariance_cache.configs("add_kernel", compute_signature_hash(SIG))
-    # The compile side's config hash equals the hash of the triton.Config that asks for it.
-    cfg4 = compute_config_hash(triton.Config({"BLOCK": 128}, num_warps=4, num_stages=3))
-    cfg8 = compute_config_hash(triton.Config({"BLOCK": 128}, num_warps=8, num_stages=3))
+    # Outside an autotuner no constexpr is tuned: BLOCK is a specialisation (signature hash)
+    # and the config is the launch options alone.
+    variants = _invariance_cache.configs("add_kernel", compute_signature_hash(SIG, {"BLOCK": 128}))
+    cfg4 = compute_config_hash(triton.Config({}, num_warps=4, num_stages=3))
+    cfg8 = compute_config_hash(triton.Config({}, num_warps=8, num_stages=3))
     assert set(variants) == {cfg4, cfg8}
     assert variants[cfg4] == compute_invariance(k4.asm["ttgir"], "add_kernel")
     assert variants[cfg8] == compute_invariance(k8.asm["ttgir"], "add_kernel")
@@ -102,10 +104,11 @@ def test_warm_cache_hit_is_fingerprinted_from_the_cache_files(
         monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "b"))
         hooks.install(report=lambda line: None)
         cold = _compile(add_kernel, 128)
-        cold_inv = _invariance_cache.configs("add_kernel", compute_signature_hash(SIG))
+        sig = compute_signature_hash(SIG, {"BLOCK": 128})
+        cold_inv = _invariance_cache.configs("add_kernel", sig)
         _invariance_cache.clear()
         warm = _compile(add_kernel, 128)  # same process, on-disk cache: no stage runs
-        warm_inv = _invariance_cache.configs("add_kernel", compute_signature_hash(SIG))
+        warm_inv = _invariance_cache.configs("add_kernel", sig)
     finally:
         hooks.uninstall()
         triton.knobs.compilation.listener = None
@@ -174,6 +177,9 @@ def test_autotuner_commits_the_winner_then_compares(
     baseline = load_baseline("tuned_add", sig, base=tmp_path / "baselines")
     assert baseline is not None
     assert baseline.config == {"BLOCK": 256, "num_ctas": 1, "num_stages": 3, "num_warps": 8}
+    # Config hash = the spec's compute_config_hash(winner); signature hash = types only.
+    assert baseline.config_hash == compute_config_hash(tuned_add.best_config)
+    assert baseline.specialization == {}
     assert baseline.invariance == compute_invariance(kernel.asm["ttgir"], "tuned_add")
     assert len(installed) == 1 and ": created," in installed[0]
     _launch(_by_warps(8))  # a second launch with a tuned key decides nothing new
@@ -228,3 +234,93 @@ def test_warm_triton_cache_in_a_new_process_compares_without_compiling(tmp_path:
     assert compare.returncode == 0, compare.stderr
     assert ": match," in compare.stderr
     assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) == before
+
+
+@triton.autotune(configs=CONFIGS, key=["n"], cache_results=True)
+@triton.jit
+def disk_tuned_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask))
+
+
+def test_winner_from_tritons_on_disk_autotune_cache(
+    triton_cache: Path, installed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With `cache_results=True` a later run takes the winner from Triton's autotune cache file
+    and benchmarks nothing; the winner is still compared (and matches)."""
+    n = 4096
+    x, y, out = torch.ones(n), torch.ones(n), torch.empty(n)
+
+    def launch(fast: int) -> None:
+        with compile_only(SM80, timings=_by_warps(fast)) as fake:
+            disk_tuned_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+        launches.append(len(fake.launched))
+
+    launches: list[int] = []
+    monkeypatch.setenv("TRITON_INVARIANCE_COMMIT", "1")
+    launch(8)
+    assert disk_tuned_add.best_config.num_warps == 8
+    monkeypatch.delenv("TRITON_INVARIANCE_COMMIT")
+    monkeypatch.setenv("TRITON_INVARIANCE_COMPARE", "1")
+    disk_tuned_add.cache.clear()
+    hooks._state.decided.clear()
+    launch(4)  # these timings would pick the other config, but nothing is benchmarked
+    assert disk_tuned_add.best_config.num_warps == 8
+    assert launches == [3, 1]  # two benchmark launches + the real one; then the real one only
+    assert ": match," in installed[-1]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=2)], key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % 64 == 0})
+@triton.jit
+def heuristic_scale(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr, EVEN: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs) * scale)
+    else:
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+
+
+def test_single_config_with_heuristics_records_every_constexpr(
+    triton_cache: Path, installed: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One config (no benchmarking) under @heuristics: the winner is still committed. The
+    heuristic constexpr is a specialisation, not a tuned value: EVEN=True and EVEN=False get
+    their own baseline files instead of overwriting each other."""
+    monkeypatch.setenv("TRITON_INVARIANCE_COMMIT", "1")
+    for n in (4096, 4000, 8192):  # EVEN, not EVEN, EVEN again (same kernel: nothing new)
+        x, out = torch.ones(n), torch.empty(n)
+        with compile_only(SM80):
+            heuristic_scale[(triton.cdiv(n, 64),)](x, out, n, 0.5)
+    docs = [json.loads(p.read_text()) for p in (tmp_path / "baselines").glob("heuristic_*.json")]
+    assert sorted(d["specialization"]["EVEN"] for d in docs) == [False, True]
+    assert all(
+        d["config"] == {"BLOCK": 64, "num_ctas": 1, "num_stages": 3, "num_warps": 2} for d in docs
+    )
+    assert len({d["signature_hash"] for d in docs}) == 2
+    assert [": created," in line for line in installed] == [True, True]
+
+
+@triton.autotune(configs=CONFIGS, key=["n"])
+@triton.jit
+def hip_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):  # noqa: N803
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask))
+
+
+def test_autotuned_kernel_for_an_amd_target(
+    triton_cache: Path, installed: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITON_INVARIANCE_COMMIT", "1")
+    n = 4096
+    x, y, out = torch.ones(n), torch.ones(n), torch.empty(n)
+    with compile_only(GPUTarget("hip", "gfx942", 64), timings=_by_warps(4)):
+        hip_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
+    [path] = (tmp_path / "baselines").glob("hip_add_*.json")
+    doc = json.loads(path.read_text())
+    assert doc["invariance"]["hw_config"]["target"] == "hip:gfx942"
+    assert doc["invariance"]["hw_config"]["threads_per_warp"] == 64
+    assert doc["config"]["num_warps"] == 4

@@ -84,17 +84,25 @@ def _digest(doc: Any) -> str:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
 
 
-def compute_signature_hash(params: Mapping[str, Any] | Iterable[Any]) -> str:
-    """Hash of a kernel's argument *types* (never shapes or values), in argument order.
+def compute_signature_hash(
+    params: Mapping[str, Any] | Iterable[Any], specialization: Mapping[str, Any] | None = None
+) -> str:
+    """Hash of a kernel's argument *types* (never shapes or tensor values), in argument order.
 
     Accepts Triton's signature mapping (argument name -> type string such as "*fp16", "i32",
     "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`).
+    `specialization` (constexpr values no autotune config sets, e.g. from `@triton.heuristics`)
+    is hashed too when given, since each value compiles to a different kernel; without it the
+    hash is the spec's types-only one.
     """
     if isinstance(params, Mapping):
         items = [[str(k), _canonical(v)] for k, v in params.items()]
     else:
         items = [[str(getattr(p, "name", p)), None] for p in params]
-    return _digest(["signature", items])
+    doc: list[Any] = ["signature", items]
+    if specialization:
+        doc.append(["specialization", config_mapping(specialization)])
+    return _digest(doc)
 
 
 def config_mapping(config: Any) -> dict[str, Any]:
@@ -170,12 +178,14 @@ def on_winner_selected(
     winning_cfg_hash: str,
     *,
     config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
     mode: Mode | None = None,
     base: str | os.PathLike[str] | None = None,
     cache: InvarianceCache = _invariance_cache,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
+    `config` and `specialization` (readable mappings) are stored in the baseline for people.
     `mode` defaults to the environment (`mode_from_env`); "off" only clears. Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
@@ -196,7 +206,13 @@ def on_winner_selected(
         outcome: CommitOutcome | Literal["match"]
         if active == "commit":
             outcome = commit_invariance(
-                kernel_name, sig_hash, inv, config_hash=winning_cfg_hash, config=config, base=base
+                kernel_name,
+                sig_hash,
+                inv,
+                config_hash=winning_cfg_hash,
+                config=config,
+                specialization=specialization,
+                base=base,
             )
         else:
             compare_and_report(

@@ -11,15 +11,24 @@
   from Triton's on-disk autotune cache. Each distinct winner kernel is committed / compared once
   per process.
 
+A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
+BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
+`compute_config_hash(winner_config)`. The others (set by the caller or by `@triton.heuristics`)
+are a *specialisation*: they go into the signature hash, so each specialisation has its own
+baseline file instead of overwriting another's. A kernel without such constexprs keeps the
+spec's types-only signature hash.
+
 `install()` is what the start-up hook calls when `TRITON_INVARIANCE_COMMIT` or
 `TRITON_INVARIANCE_COMPARE` is set; programs may also call it themselves.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,24 +47,65 @@ from triton_invariance.api import (
 from triton_invariance.cache import _invariance_cache
 from triton_invariance.data import InvarianceData
 from triton_invariance.errors import FingerprintUnavailableError
+from triton_invariance.fingerprint import compute_invariance
 
 Reporter = Callable[[str], None]
 
+# The tuned constexpr names of the autotuner whose `run` is executing in this thread / task, so
+# the listener can key the variants it sees compile the way the winner will be keyed.
+_TUNED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "triton_invariance_tuned", default=frozenset()
+)
+
 
 @dataclass(frozen=True)
-class Variant:
-    """One compiled kernel variant as the hooks identify it."""
+class VariantKeys:
+    """How one compiled variant is filed: signature hash, config hash and their readable parts."""
 
-    kernel_name: str
     sig_hash: str
     cfg_hash: str
     config: Mapping[str, Any]
+    specialization: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
-class _Record:
-    variant: Variant
+class CompiledVariant:
+    """What the hooks know about one compiled kernel variant."""
+
+    kernel_name: str
+    signature: Mapping[str, Any]  # argument name -> Triton type ("*fp16", "i32", "constexpr")
+    constexprs: Mapping[str, Any]  # argument name (or name[i] inside tuples) -> value
+    options: Mapping[str, Any]  # the autotune-config options Triton compiled with
     invariance: InvarianceData
+
+    def keys(self, tuned: frozenset[str]) -> VariantKeys:
+        """File this variant for an autotuner whose configs set the constexprs in `tuned`."""
+        config = {k: v for k, v in self.constexprs.items() if k in tuned}
+        config.update(self.options)
+        specialization = {k: v for k, v in self.constexprs.items() if k not in tuned}
+        return VariantKeys(
+            sig_hash=compute_signature_hash(self.signature, specialization),
+            cfg_hash=compute_config_hash(config),
+            config=config_mapping(config),
+            specialization=config_mapping(specialization),
+        )
+
+
+def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> CompiledVariant:
+    """Build the record of one compile from Triton's `ASTSource`, metadata and TTGIR text."""
+    arg_names = list(src.fn.arg_names)
+    constexprs = {
+        arg_names[path[0]] + "".join(f"[{i}]" for i in path[1:]): value
+        for path, value in src.constants.items()
+    }
+    options = {k: metadata[k] for k in CONFIG_OPTIONS if metadata.get(k) is not None}
+    return CompiledVariant(
+        kernel_name=src.name,
+        signature=dict(src.signature),
+        constexprs=constexprs,
+        options=options,
+        invariance=compute_invariance(ttgir, kernel_name=src.name),
+    )
 
 
 def _stderr(line: str) -> None:
@@ -70,35 +120,20 @@ class _State:
         self.original_run: Any = None
         self.report: Reporter = _stderr
         # Triton's kernel hash (source, options, target) -> what the listener saw compile.
-        self.records: dict[str, _Record] = {}
+        self.variants: dict[str, CompiledVariant] = {}
         # Kernel hashes whose winner decision is done in this process.
         self.decided: set[str] = set()
+        # Autotuner -> the constexpr names its configs set (computed once per autotuner).
+        self.tuned: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 _state = _State()
 
 
-def describe_variant(src: Any, metadata: Mapping[str, Any]) -> Variant:
-    """Kernel name, signature hash, config hash and readable config of one compiled variant.
-
-    The signature hash covers argument types only (the spec's rule); the config is every
-    constexpr value (the tuned ones and any others) plus the launch options an autotune config
-    sets, so two variants that Triton compiles differently never share a config hash.
-    """
-    arg_names = list(src.fn.arg_names)
-    config: dict[str, Any] = {}
-    for path, value in src.constants.items():
-        name = arg_names[path[0]] + "".join(f"[{i}]" for i in path[1:])
-        config[name] = value
-    for option in CONFIG_OPTIONS:
-        if metadata.get(option) is not None:
-            config[option] = metadata[option]
-    return Variant(
-        kernel_name=src.name,
-        sig_hash=compute_signature_hash(src.signature),
-        cfg_hash=compute_config_hash(config),
-        config=config_mapping(config),
-    )
+def _cache(variant: CompiledVariant, tuned: frozenset[str]) -> VariantKeys:
+    keys = variant.keys(tuned)
+    cache_invariance(variant.invariance, variant.kernel_name, keys.sig_hash, keys.cfg_hash)
+    return keys
 
 
 def _ttgir_from_group(metadata_group: Mapping[str, str], kernel: str) -> str:
@@ -120,39 +155,43 @@ def _on_compiled(**kwargs: Any) -> None:
     if not hasattr(src, "fn"):  # compiled from an IR file: no Python kernel to tie it to
         return
     metadata = kwargs["metadata"]
-    variant = describe_variant(src, metadata)
-    ttgir = _ttgir_from_group(kwargs["metadata_group"], variant.kernel_name)
-    inv = cache_invariance(ttgir, variant.kernel_name, variant.sig_hash, variant.cfg_hash)
+    ttgir = _ttgir_from_group(kwargs["metadata_group"], src.name)
+    variant = describe_variant(src, metadata, ttgir)
     with _state.lock:
-        _state.records[str(metadata["hash"])] = _Record(variant, inv)
+        _state.variants[str(metadata["hash"])] = variant
+    _cache(variant, _TUNED.get())
 
 
-def _record_for(kernel: Any) -> _Record:
+def _variant_of(kernel: Any) -> CompiledVariant:
     """The listener's record of a compiled kernel, or one made from the kernel itself (it was
     compiled before the hooks were installed)."""
     with _state.lock:
-        record = _state.records.get(kernel.hash)
-    if record is not None:
-        return record
-    variant = describe_variant(kernel.src, kernel.metadata._asdict())
+        variant = _state.variants.get(kernel.hash)
+    if variant is not None:
+        return variant
     if "ttgir" not in kernel.asm:
         raise FingerprintUnavailableError(
-            f"kernel {variant.kernel_name!r} carries no TTGIR (TRITON_STORE_BINARY_ONLY?)"
+            f"kernel {kernel.name!r} carries no TTGIR (is TRITON_STORE_BINARY_ONLY set?)"
         )
-    inv = cache_invariance(
-        kernel.asm["ttgir"], variant.kernel_name, variant.sig_hash, variant.cfg_hash
-    )
-    record = _Record(variant, inv)
+    variant = describe_variant(kernel.src, kernel.metadata._asdict(), kernel.asm["ttgir"])
     with _state.lock:
-        _state.records[kernel.hash] = record
-    return record
+        _state.variants[kernel.hash] = variant
+    return variant
 
 
-def winner_selected(kernel: Any) -> WinnerOutcome | None:
+def _tuned_names(autotuner: Any) -> frozenset[str]:
+    tuned = _state.tuned.get(autotuner)
+    if tuned is None:
+        tuned = frozenset(name for config in autotuner.configs for name in config.kwargs)
+        _state.tuned[autotuner] = tuned
+    return tuned
+
+
+def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerOutcome | None:
     """Commit / compare the winner `kernel` (a `CompiledKernel`) once per process.
 
-    Called by the `Autotuner.run` wrapper; exposed so a program (or a test) that picks a
-    winner by other means can apply the same decision.
+    `tuned` names the constexprs the autotuner's configs set. Called by the `Autotuner.run`
+    wrapper; exposed so a program that picks a winner by other means can apply the same rule.
     """
     kernel_hash = getattr(kernel, "hash", None)
     if kernel_hash is None or kernel_hash in _state.decided:
@@ -160,22 +199,24 @@ def winner_selected(kernel: Any) -> WinnerOutcome | None:
     mode = mode_from_env()
     if mode == "off":
         return None
-    record = _record_for(kernel)
-    v = record.variant
+    winner = _variant_of(kernel)
     # The cache was cleared after an earlier decision for this kernel (another autotune key),
     # while Triton's JIT cache kept the compiled variants, which then do not compile again. Every
-    # variant of this signature seen in this process is put back, so the winner and the
+    # variant of this kernel seen in this process is put back, so the winner and the
     # alternatives a mismatch report consults are all there.
     with _state.lock:
-        siblings = [
-            r
-            for r in _state.records.values()
-            if (r.variant.kernel_name, r.variant.sig_hash) == (v.kernel_name, v.sig_hash)
-        ]
-    for sibling in (*siblings, record):
-        s = sibling.variant
-        _invariance_cache.put(s.kernel_name, s.sig_hash, s.cfg_hash, sibling.invariance)
-    outcome = on_winner_selected(v.kernel_name, v.sig_hash, v.cfg_hash, config=v.config, mode=mode)
+        siblings = [v for v in _state.variants.values() if v.kernel_name == winner.kernel_name]
+    for sibling in siblings:
+        _cache(sibling, tuned)
+    keys = _cache(winner, tuned)
+    outcome = on_winner_selected(
+        winner.kernel_name,
+        keys.sig_hash,
+        keys.cfg_hash,
+        config=keys.config,
+        specialization=keys.specialization,
+        mode=mode,
+    )
     with _state.lock:
         _state.decided.add(kernel_hash)
     if outcome is not None:
@@ -186,9 +227,14 @@ def winner_selected(kernel: Any) -> WinnerOutcome | None:
 def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-        ret = original(self, *args, **kwargs)
+        tuned = _tuned_names(self)
+        token = _TUNED.set(tuned)
+        try:
+            ret = original(self, *args, **kwargs)
+        finally:
+            _TUNED.reset(token)
         if getattr(ret, "hash", None) not in _state.decided:
-            winner_selected(ret)
+            winner_selected(ret, tuned)
         return ret
 
     run.__triton_invariance_wrapper__ = True  # type: ignore[attr-defined]
@@ -229,7 +275,7 @@ def uninstall() -> None:
         Autotuner.run = _state.original_run
         _state.previous_listener = None
         _state.original_run = None
-        _state.records.clear()
+        _state.variants.clear()
         _state.decided.clear()
         _state.report = _stderr
         _state.installed = False

@@ -4,7 +4,7 @@ One file per kernel signature holds the autotuner winner's fingerprint in the sp
 `format_version` and a readable `config`:
 
     {"format_version": 1, "kernel_name": "add_kernel", "signature_hash": "0f3a...",
-     "config": {"BLOCK": 1024, "num_warps": 4, ...},
+     "config": {"BLOCK": 1024, "num_warps": 4, ...}, "specialization": {"EVEN": true},
      "invariance": {"fingerprint": "...", "computation_dag_hash": "...", "dtype_signature": "...",
                     "layout_hash": "...", "hw_config_hash": "...", "config_hash": "...", ...}}
 
@@ -55,6 +55,7 @@ class Baseline:
     config_hash: str
     invariance: InvarianceData
     config: Mapping[str, Any] = field(default_factory=dict)
+    specialization: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written to disk."""
@@ -63,6 +64,7 @@ class Baseline:
             "kernel_name": self.kernel_name,
             "signature_hash": self.signature_hash,
             "config": dict(self.config),
+            "specialization": dict(self.specialization),
             "invariance": {**self.invariance.to_dict(), "config_hash": self.config_hash},
         }
 
@@ -82,11 +84,8 @@ class Baseline:
             )
         kernel_name = _require_str(doc, "kernel_name", path)
         signature_hash = _require_str(doc, "signature_hash", path)
-        config = doc.get("config", {})
-        if not isinstance(config, dict):
-            raise CorruptBaselineError(
-                path, f"config: expected an object, got {type(config).__name__}"
-            )
+        config = _optional_object(doc, "config", path)
+        specialization = _optional_object(doc, "specialization", path)
         inv_doc = doc.get("invariance")
         if not isinstance(inv_doc, dict):
             raise CorruptBaselineError(path, "invariance: expected an object")
@@ -101,7 +100,14 @@ class Baseline:
                 f"invariance.kernel_name {invariance.kernel_name!r} differs from "
                 f"kernel_name {kernel_name!r}",
             )
-        return cls(kernel_name, signature_hash, config_hash, invariance, config)
+        return cls(kernel_name, signature_hash, config_hash, invariance, config, specialization)
+
+
+def _optional_object(doc: Mapping[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise CorruptBaselineError(path, f"{key}: expected an object, got {type(value).__name__}")
+    return value
 
 
 def _require_str(doc: Mapping[str, Any], key: str, path: Path, where: str = "") -> str:
@@ -186,6 +192,7 @@ def commit_invariance(
     *,
     config_hash: str,
     config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
     base: str | os.PathLike[str] | None = None,
 ) -> CommitOutcome:
     """Write the winner's fingerprint as the baseline of `kernel_name`/`sig_hash`.
@@ -194,7 +201,9 @@ def commit_invariance(
     (the same fingerprint and config are already committed; the file is left untouched).
     """
     path = baseline_path(kernel_name, sig_hash, base)
-    new = Baseline(kernel_name, sig_hash, config_hash, inv, dict(config or {}))
+    new = Baseline(
+        kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
+    )
     text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
