@@ -173,13 +173,18 @@ def test_autotuner_commits_the_winner_then_compares(
     tuned_add.cache.clear()
     kernel = _launch(_by_warps(8))
     assert tuned_add.best_config.num_warps == 8
-    sig = compute_signature_hash(SIG)
+    # Every argument is 16-aligned / divisible by 16 (4096): Triton's specialisation, which the
+    # signature hash includes next to the types.
+    specialization = {
+        f"{a}.attrs": "tt.divisibility=16" for a in ("x_ptr", "y_ptr", "out_ptr", "n")
+    }
+    sig = compute_signature_hash(SIG, specialization)
     baseline = load_baseline("tuned_add", sig, base=tmp_path / "baselines")
     assert baseline is not None
+    assert baseline.specialization == specialization
     assert baseline.config == {"BLOCK": 256, "num_ctas": 1, "num_stages": 3, "num_warps": 8}
-    # Config hash = the spec's compute_config_hash(winner); signature hash = types only.
+    # Config hash = the spec's compute_config_hash(winner).
     assert baseline.config_hash == compute_config_hash(tuned_add.best_config)
-    assert baseline.specialization == {}
     assert baseline.invariance == compute_invariance(kernel.asm["ttgir"], "tuned_add")
     assert len(installed) == 1 and ": created," in installed[0]
     _launch(_by_warps(8))  # a second launch with a tuned key decides nothing new
@@ -324,3 +329,29 @@ def test_autotuned_kernel_for_an_amd_target(
     assert doc["invariance"]["hw_config"]["target"] == "hip:gfx942"
     assert doc["invariance"]["hw_config"]["threads_per_warp"] == 64
     assert doc["config"]["num_warps"] == 4
+
+
+def test_sizes_that_specialise_differently_get_their_own_baselines(
+    triton_cache: Path, installed: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """n=4096 (divisible by 16) and n=4001 compile to different kernels; each autotune key's
+    winner is committed to its own file and both compare clean afterwards."""
+
+    def launch_all() -> None:
+        for n in (4096, 4001):
+            x, y, out = torch.ones(n), torch.ones(n), torch.empty(n)
+            with compile_only(SM80, timings=_by_warps(4)):
+                tuned_add[(triton.cdiv(n, 128),)](x, y, out, n)
+
+    monkeypatch.setenv("TRITON_INVARIANCE_COMMIT", "1")
+    tuned_add.cache.clear()
+    launch_all()
+    files = sorted((tmp_path / "baselines").glob("tuned_add_*.json"))
+    assert len(files) == 2, installed
+    n_attrs = sorted(json.loads(f.read_text())["specialization"].get("n.attrs", "") for f in files)
+    assert n_attrs == ["", "tt.divisibility=16"]
+    monkeypatch.delenv("TRITON_INVARIANCE_COMMIT")
+    monkeypatch.setenv("TRITON_INVARIANCE_COMPARE", "1")
+    _fresh_decision()
+    launch_all()
+    assert [": match," in line for line in installed[-2:]] == [True, True]

@@ -65,7 +65,7 @@ def _resolve(ref: str, directory: Path | None) -> list[Path]:
 
 
 def _summary(b: Baseline) -> str:
-    config = ", ".join(f"{k}={v}" for k, v in b.config.items())
+    config = ", ".join(f"{k}={v}" for k, v in {**b.specialization, **b.config}.items())
     return (
         f"{b.kernel_name}_{b.signature_hash}  fingerprint {b.invariance.fingerprint[:16]}  "
         f"target {b.invariance.hw_config.target}  [{config}]"
@@ -99,6 +99,10 @@ def show_command(kernel: str, directory: Path | None) -> None:
         click.echo(f"  config_hash       {b.config_hash}")
         for key, value in b.config.items():
             click.echo(f"    {key:<16} {value}")
+        if b.specialization:
+            click.echo("  specialization")
+            for key, value in b.specialization.items():
+                click.echo(f"    {key:<16} {value}")
         click.echo(f"  fingerprint       {inv.fingerprint}")
         for name, digest in inv.component_hashes().items():
             label = name if name.endswith("_hash") else f"{name}_hash"

@@ -14,9 +14,9 @@
 A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
 BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
 `compute_config_hash(winner_config)`. The others (set by the caller or by `@triton.heuristics`)
-are a *specialisation*: they go into the signature hash, so each specialisation has its own
-baseline file instead of overwriting another's. A kernel without such constexprs keeps the
-spec's types-only signature hash.
+are a *specialisation*, and so are the attributes Triton derives from the arguments at the call
+(`tt.divisibility=16` for an int or pointer divisible by 16): they go into the signature hash,
+so each specialisation has its own baseline file instead of overwriting another's.
 
 `install()` is what the start-up hook calls when `TRITON_INVARIANCE_COMMIT` or
 `TRITON_INVARIANCE_COMPARE` is set; programs may also call it themselves.
@@ -75,6 +75,7 @@ class CompiledVariant:
     kernel_name: str
     signature: Mapping[str, Any]  # argument name -> Triton type ("*fp16", "i32", "constexpr")
     constexprs: Mapping[str, Any]  # argument name (or name[i] inside tuples) -> value
+    attrs: Mapping[str, str]  # argument name -> specialisation attributes ("tt.divisibility=16")
     options: Mapping[str, Any]  # the autotune-config options Triton compiled with
     invariance: InvarianceData
 
@@ -83,6 +84,7 @@ class CompiledVariant:
         config = {k: v for k, v in self.constexprs.items() if k in tuned}
         config.update(self.options)
         specialization = {k: v for k, v in self.constexprs.items() if k not in tuned}
+        specialization.update({f"{name}.attrs": attrs for name, attrs in self.attrs.items()})
         return VariantKeys(
             sig_hash=compute_signature_hash(self.signature, specialization),
             cfg_hash=compute_config_hash(config),
@@ -94,15 +96,24 @@ class CompiledVariant:
 def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> CompiledVariant:
     """Build the record of one compile from Triton's `ASTSource`, metadata and TTGIR text."""
     arg_names = list(src.fn.arg_names)
-    constexprs = {
-        arg_names[path[0]] + "".join(f"[{i}]" for i in path[1:]): value
-        for path, value in src.constants.items()
+
+    def name(path: tuple[int, ...]) -> str:
+        return str(arg_names[path[0]]) + "".join(f"[{i}]" for i in path[1:])
+
+    constexprs = {name(path): value for path, value in src.constants.items()}
+    # Triton specialises arguments on what it sees at the call (an int or a pointer divisible
+    # by 16 gets `tt.divisibility`); each pattern compiles to a different kernel.
+    attrs = {
+        name(path): ",".join(f"{attr}={value}" for attr, value in found)
+        for path, found in src.attrs.items()
+        if found
     }
     options = {k: metadata[k] for k in CONFIG_OPTIONS if metadata.get(k) is not None}
     return CompiledVariant(
         kernel_name=src.name,
         signature=dict(src.signature),
         constexprs=constexprs,
+        attrs=attrs,
         options=options,
         invariance=compute_invariance(ttgir, kernel_name=src.name),
     )
