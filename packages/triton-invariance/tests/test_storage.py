@@ -59,11 +59,13 @@ def test_commit_creates_file_in_the_spec_format(tmp_path: Path) -> None:
 
 def test_load_baseline_round_trips(tmp_path: Path) -> None:
     inv = sample_inv()
-    commit_invariance("my_kernel", SIG, inv, config_hash="cfg0", base=tmp_path)
+    spec = {"EVEN": True, "n.attrs": "tt.divisibility=16"}
+    commit_invariance("my_kernel", SIG, inv, config_hash="cfg0", specialization=spec, base=tmp_path)
     loaded = load_baseline("my_kernel", SIG, base=tmp_path)
     assert loaded is not None
     assert loaded.invariance == inv
     assert loaded.config_hash == "cfg0"
+    assert loaded.specialization == spec
 
 
 def test_load_baseline_missing_returns_none(tmp_path: Path) -> None:
@@ -147,6 +149,7 @@ def test_corrupt_json_names_the_file_and_position(tmp_path: Path) -> None:
         (lambda d: d["invariance"].update(layout_hash="0" * 32), "invariance.layout_hash"),
         (lambda d: d["invariance"]["ops"].append(3), "invariance.ops"),
         (lambda d: d.update(config=[1]), "config: expected an object"),
+        (lambda d: d.update(specialization=3), "specialization: expected an object"),
         (lambda d: d.pop("format_version"), "format_version: missing"),
     ],
 )
