@@ -1,10 +1,25 @@
-"""triton_invariance: numerical-invariance fingerprints of compiled Triton kernels."""
+"""triton_invariance: numerical-invariance fingerprints of compiled Triton kernels.
 
-from importlib.metadata import PackageNotFoundError, version
+Modules: `fingerprint` (TTGIR -> `data.InvarianceData`), `cache`, `storage` (baseline files),
+`api` (hashes, `cache_invariance`, `on_winner_selected`), `hooks` (stock-Triton integration),
+`startup` (activation by environment variables), `compile_only` (compile without a GPU), `cli`.
 
-try:
-    __version__ = version("triton-invariance")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+This package is imported at interpreter start-up when TRITON_INVARIANCE_COMMIT/COMPARE is set,
+so it imports nothing here (not even `typing`); even the version is looked up only when asked
+for (reading the installed distributions' metadata costs tens of milliseconds).
+"""
+
+from __future__ import annotations
 
 __all__ = ["__version__"]
+
+
+def __getattr__(name: str) -> str:
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("triton-invariance")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0.0.0+unknown"
+    raise AttributeError(f"module 'triton_invariance' has no attribute {name!r}")

@@ -1,0 +1,90 @@
+"""Cost of fingerprinting a kernel relative to compiling it (triton-invariance issue).
+
+For every test kernel (vector add, fused softmax, reduction, fp16/bf16 matmul, control flow,
+atomic add) and target (cuda:80, cuda:90, hip:gfx942): Triton's compile time with an empty kernel
+cache against `compute_invariance` on the resulting TTGIR text. Both are measured the same way,
+as the best of several runs (`COMPILES`, `FINGERPRINTS`), the least noisy estimate on a shared
+machine; the median fingerprint time is printed too. One warm-up compile runs first so that
+Triton's one-time start-up is not counted (that makes compiles look faster: conservative).
+
+Budget: median ratio fingerprint/compile <= 5 %. Prints every ratio and the median; exit 1 when
+over budget.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "packages/triton-invariance/tests"))
+
+from compile_helpers import TARGETS, compile_ttgir  # noqa: E402
+from kernels import KERNELS  # noqa: E402
+
+from triton_invariance.fingerprint import compute_invariance  # noqa: E402
+
+BUDGET = 0.05
+COMPILES = 2
+FINGERPRINTS = 9
+
+
+def _compile_seconds(kernel: str, target: str, cache_root: Path) -> tuple[float, str]:
+    """Best-of-`COMPILES` wall time of a cold-cache compile, and the TTGIR text."""
+    spec = KERNELS[kernel]
+    best, text = float("inf"), ""
+    for attempt in range(COMPILES):
+        os.environ["TRITON_CACHE_DIR"] = str(cache_root / f"{kernel}-{target}-{attempt}")
+        start = time.perf_counter()
+        text = compile_ttgir(spec.fn, spec.signature, spec.constexprs, target)
+        best = min(best, time.perf_counter() - start)
+    return best, text
+
+
+def _fingerprint_seconds(text: str) -> tuple[float, float]:
+    """Best and median wall time of `compute_invariance(text)` over `FINGERPRINTS` runs."""
+    times = []
+    for _ in range(FINGERPRINTS):
+        start = time.perf_counter()
+        compute_invariance(text)
+        times.append(time.perf_counter() - start)
+    return min(times), statistics.median(times)
+
+
+def main() -> int:
+    """Measure, print the table and the verdict."""
+    with tempfile.TemporaryDirectory(prefix="invariance-cost-") as tmp:
+        cache_root = Path(tmp)
+        _compile_seconds("add", "hip:gfx942", cache_root / "warm-up")
+        ratios = []
+        print(
+            f"{'kernel':<12} {'target':<11} {'compile':>9} {'fingerprint':>12} {'(median)':>10} "
+            f"{'ratio':>7}  ops"
+        )
+        for kernel in KERNELS:
+            for target in TARGETS:
+                compile_s, text = _compile_seconds(kernel, target, cache_root)
+                finger_s, finger_median_s = _fingerprint_seconds(text)
+                ratio = finger_s / compile_s
+                ratios.append(ratio)
+                n_ops = len(compute_invariance(text).ops)
+                print(
+                    f"{kernel:<12} {target:<11} {compile_s * 1000:7.1f}ms "
+                    f"{finger_s * 1000:10.2f}ms {finger_median_s * 1000:8.2f}ms "
+                    f"{ratio * 100:6.2f}%  {n_ops}"
+                )
+    median = statistics.median(ratios)
+    verdict = "ok" if median <= BUDGET else "OVER BUDGET"
+    print(
+        f"median fingerprint/compile ratio {median * 100:.2f}% "
+        f"(max {max(ratios) * 100:.2f}%, budget {BUDGET * 100:.0f}%): {verdict}"
+    )
+    return 0 if median <= BUDGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Integration API (phase 5 of the spec): hashing, caching and the winner decision.
+
+`cache_invariance` fingerprints one compiled variant into the process-wide cache;
+`on_winner_selected` commits or compares the autotuner winner's fingerprint according to
+`TRITON_INVARIANCE_COMMIT` / `TRITON_INVARIANCE_COMPARE` and then clears the kernel's entries.
+Signature and config hashes are blake2b digests of canonical JSON, so they are the same in every
+process, under every PYTHONHASHSEED, on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from triton_invariance.cache import InvarianceCache, _invariance_cache
+from triton_invariance.data import InvarianceData
+from triton_invariance.errors import InvarianceConfigError, TritonInvarianceError
+from triton_invariance.storage import (
+    CommitOutcome,
+    baseline_path,
+    commit_invariance,
+    compare_and_report,
+)
+
+COMMIT_ENV = "TRITON_INVARIANCE_COMMIT"
+COMPARE_ENV = "TRITON_INVARIANCE_COMPARE"
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"", "0", "false", "no", "off"})
+# The per-config options Triton's `Config.all_kwargs()` adds next to the tuned constexprs.
+CONFIG_OPTIONS = ("num_warps", "num_ctas", "num_stages", "maxnreg", "ir_override")
+
+Mode = Literal["off", "commit", "compare"]
+
+
+def _flag(environ: Mapping[str, str], name: str) -> bool:
+    raw = environ.get(name, "")
+    value = raw.strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise InvarianceConfigError(f"{name}={raw!r}: expected 1/true/yes/on or 0/false/no/off")
+
+
+def mode_from_env(environ: Mapping[str, str] | None = None) -> Mode:
+    """ "commit", "compare" or "off" from the two environment variables; both set is an error."""
+    env = os.environ if environ is None else environ
+    commit, compare = _flag(env, COMMIT_ENV), _flag(env, COMPARE_ENV)
+    if commit and compare:
+        raise InvarianceConfigError(
+            f"{COMMIT_ENV} and {COMPARE_ENV} are both set; set one: commit writes baselines, "
+            f"compare checks against them"
+        )
+    return "commit" if commit else "compare" if compare else "off"
+
+
+def _canonical(value: Any) -> Any:
+    """A JSON-ready, process-independent stand-in for a constexpr or option value."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return repr(value)  # keeps nan/inf and -0.0 distinct without breaking strict JSON
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    # tl.dtype, JITFunction and friends: their str() names them; a default object repr would
+    # embed an address and differ per process, so it is refused instead of silently hashed.
+    text = f"{type(value).__module__}.{type(value).__qualname__}:{value}"
+    if " at 0x" in text:
+        raise InvarianceConfigError(
+            f"cannot hash {text}: its text form contains a memory address, which differs "
+            f"between processes"
+        )
+    return text
+
+
+def _digest(doc: Any) -> str:
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def compute_signature_hash(
+    params: Mapping[str, Any] | Iterable[Any], specialization: Mapping[str, Any] | None = None
+) -> str:
+    """Hash of a kernel's argument *types* (never shapes or tensor values), in argument order.
+
+    Accepts Triton's signature mapping (argument name -> type string such as "*fp16", "i32",
+    "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`).
+    `specialization` (constexpr values no autotune config sets, e.g. from `@triton.heuristics`)
+    is hashed too when given, since each value compiles to a different kernel; without it the
+    hash is the spec's types-only one.
+    """
+    if isinstance(params, Mapping):
+        items = [[str(k), _canonical(v)] for k, v in params.items()]
+    else:
+        items = [[str(getattr(p, "name", p)), None] for p in params]
+    doc: list[Any] = ["signature", items]
+    if specialization:
+        doc.append(["specialization", config_mapping(specialization)])
+    return _digest(doc)
+
+
+def config_mapping(config: Any) -> dict[str, Any]:
+    """The canonical readable form of an autotune config (or of a mapping of its settings).
+
+    A `triton.Config` gives its tuned kwargs plus num_warps / num_ctas / num_stages / maxnreg /
+    ir_override; None values are dropped, keys sorted.
+    """
+    if isinstance(config, Mapping):
+        raw = dict(config)
+    elif hasattr(config, "all_kwargs"):
+        raw = dict(config.all_kwargs())
+    else:
+        raise InvarianceConfigError(
+            f"cannot hash a config of type {type(config).__name__}: expected a triton.Config "
+            f"or a mapping"
+        )
+    return {str(k): _canonical(v) for k, v in sorted(raw.items()) if v is not None}
+
+
+def compute_config_hash(config: Any) -> str:
+    """Hash of an autotune config: tuned constexprs plus launch options (see `config_mapping`)."""
+    return _digest(["config", config_mapping(config)])
+
+
+def cache_invariance(
+    source: str | InvarianceData,
+    kernel_name: str,
+    sig_hash: str,
+    cfg_hash: str,
+    *,
+    cache: InvarianceCache = _invariance_cache,
+) -> InvarianceData:
+    """Fingerprint one compiled variant (its TTGIR text, or a ready `InvarianceData`) and cache it.
+
+    Errors while fingerprinting propagate (spec: raise on compute failures).
+    """
+    if isinstance(source, InvarianceData):
+        inv = source
+    else:
+        from triton_invariance.fingerprint import compute_invariance
+
+        inv = compute_invariance(source, kernel_name=kernel_name)
+    cache.put(kernel_name, sig_hash, cfg_hash, inv)
+    return inv
+
+
+@dataclass(frozen=True)
+class WinnerOutcome:
+    """What `on_winner_selected` did: the mode, and "created" / "updated" / "unchanged" for a
+    commit or "match" for a compare."""
+
+    kernel_name: str
+    sig_hash: str
+    cfg_hash: str
+    mode: Mode
+    outcome: CommitOutcome | Literal["match"]
+    fingerprint: str
+    path: os.PathLike[str]
+
+    def describe(self) -> str:
+        """One line for a log."""
+        verb = "committed" if self.mode == "commit" else "compared"
+        return (
+            f"triton-invariance: {verb} {self.kernel_name} (signature {self.sig_hash}, config "
+            f"{self.cfg_hash}): {self.outcome}, fingerprint {self.fingerprint[:16]} [{self.path}]"
+        )
+
+
+def on_winner_selected(
+    kernel_name: str,
+    sig_hash: str,
+    winning_cfg_hash: str,
+    *,
+    config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
+    mode: Mode | None = None,
+    base: str | os.PathLike[str] | None = None,
+    cache: InvarianceCache = _invariance_cache,
+) -> WinnerOutcome | None:
+    """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
+
+    `config` and `specialization` (readable mappings) are stored in the baseline for people.
+    `mode` defaults to the environment (`mode_from_env`); "off" only clears. Raises
+    `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
+    without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
+    """
+    active = mode_from_env() if mode is None else mode
+    try:
+        if active == "off":
+            return None
+        variants = cache.configs(kernel_name, sig_hash)
+        inv = variants.get(winning_cfg_hash)
+        if inv is None:
+            raise TritonInvarianceError(
+                f"no fingerprint cached for the winner of {kernel_name!r} (signature {sig_hash}, "
+                f"config {winning_cfg_hash}); the compile hook did not see it compile "
+                f"(install the hooks before the kernel compiles)"
+            )
+        path = baseline_path(kernel_name, sig_hash, base)
+        outcome: CommitOutcome | Literal["match"]
+        if active == "commit":
+            outcome = commit_invariance(
+                kernel_name,
+                sig_hash,
+                inv,
+                config_hash=winning_cfg_hash,
+                config=config,
+                specialization=specialization,
+                base=base,
+            )
+        else:
+            compare_and_report(
+                kernel_name,
+                sig_hash,
+                inv,
+                config_hash=winning_cfg_hash,
+                alternatives=variants,
+                base=base,
+            )
+            outcome = "match"
+        return WinnerOutcome(
+            kernel_name, sig_hash, winning_cfg_hash, active, outcome, inv.fingerprint, path
+        )
+    finally:
+        # Spec: the cache is cleared after the autotuner finishes each kernel, match or not.
+        cache.clear_kernel(kernel_name, sig_hash)

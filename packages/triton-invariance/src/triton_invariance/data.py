@@ -1,0 +1,331 @@
+"""`InvarianceData`: the numerical-invariance fingerprint of one compiled kernel variant.
+
+The record keeps the *canonical components* the hashes are computed from (per-op lines, per-op
+layout references, layout definitions, the dtype signature and the hardware config), not only the
+hashes. That costs a few kilobytes per baseline and buys two things:
+
+* a mismatch report can name the first op (index, before, after) that changed, and
+* every hash is re-derived on load, so a hand-edited or truncated baseline is rejected instead of
+  silently comparing garbage.
+
+All hashes are blake2b content hashes of UTF-8 text (never Python's `hash()`, never pointers), so a
+fingerprint computed on one machine compares equal to one computed on another.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+FORMAT_VERSION = 1
+"""Version of the serialised form; bumped whenever the canonicalisation or the hashing changes."""
+
+_DIGEST_BYTES = 16
+_T = TypeVar("_T")
+_SEP = "\x1f"  # unit separator: cannot occur in canonical MLIR text, so joins are unambiguous
+
+
+class InvalidInvarianceDataError(ValueError):
+    """A serialised fingerprint is missing a key, has a bad value or a foreign format version."""
+
+
+def content_hash(parts: Iterable[str]) -> str:
+    """Blake2b (128 bit, hex) of `parts`, each part terminated so that boundaries count."""
+    h = hashlib.blake2b(digest_size=_DIGEST_BYTES)
+    for part in parts:
+        h.update(part.encode("utf-8"))
+        h.update(_SEP.encode("ascii"))
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class HwConfig:
+    """Hardware-facing module attributes of a TTGIR module.
+
+    `target` is Triton's target string (``cuda:80``, ``hip:gfx942``). `extra` holds every other
+    module attribute (sorted ``(name, canonical value)`` pairs) so that nothing the compiler
+    recorded at module level is silently left out of the fingerprint.
+    """
+
+    target: str
+    num_warps: int
+    num_ctas: int
+    threads_per_warp: int
+    extra: tuple[tuple[str, str], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "target": self.target,
+            "num_warps": self.num_warps,
+            "num_ctas": self.num_ctas,
+            "threads_per_warp": self.threads_per_warp,
+            "extra": dict(self.extra),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, where: str = "hw_config") -> HwConfig:
+        """Inverse of `to_dict`; raises `InvalidInvarianceDataError` naming the bad key path."""
+        m = _require_mapping(d, where)
+        extra = _require_mapping(m.get("extra", {}), f"{where}.extra")
+        for k, v in extra.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise InvalidInvarianceDataError(
+                    f"{where}.extra: expected string keys and string values, got {k!r}: {v!r}"
+                )
+        return cls(
+            target=_require(m, "target", str, where),
+            num_warps=_require(m, "num_warps", int, where),
+            num_ctas=_require(m, "num_ctas", int, where),
+            threads_per_warp=_require(m, "threads_per_warp", int, where),
+            extra=tuple(sorted(extra.items())),
+        )
+
+    def canonical_parts(self) -> list[str]:
+        """The strings hashed into `hw_config_hash`."""
+        return [
+            f"target={self.target}",
+            f"num_warps={self.num_warps}",
+            f"num_ctas={self.num_ctas}",
+            f"threads_per_warp={self.threads_per_warp}",
+            *(f"{k}={v}" for k, v in self.extra),
+        ]
+
+
+@dataclass(frozen=True)
+class InvarianceData:
+    """Fingerprint of one TTGIR module, split into the spec's components.
+
+    Components (each with its own hash, so a report says *which* one changed):
+
+    * computation DAG (`ops`): one canonical line per op / block header, in program order, with SSA
+      values renumbered by first appearance (so data flow is kept and names are not), locations
+      removed, element types and shapes kept, layout encodings cut out into `op_layouts`.
+    * dtype signature (`dtype_signature`): the entry function's argument and result types.
+    * layout (`layouts`, `op_layouts`): the fully resolved definition of every encoding / memory
+      space used by a type (alias names do not matter, their content does), and for each op which
+      of them its types reference.
+    * hardware config (`hw_config`): target, num-warps, num-ctas, threads-per-warp and the other
+      module attributes.
+
+    `kernel_name` is metadata (it names the baseline file); it is deliberately not part of
+    `fingerprint`, because renaming a kernel does not change what it computes.
+    """
+
+    kernel_name: str
+    dtype_signature: str
+    hw_config: HwConfig
+    ops: tuple[str, ...]
+    op_layouts: tuple[str, ...]
+    layouts: tuple[str, ...]
+    version: int = field(default=FORMAT_VERSION)
+
+    def __post_init__(self) -> None:
+        if len(self.ops) != len(self.op_layouts):
+            raise InvalidInvarianceDataError(
+                f"ops and op_layouts must have the same length "
+                f"(got {len(self.ops)} and {len(self.op_layouts)})"
+            )
+
+    # -- hashes ---------------------------------------------------------------------------------
+    @property
+    def computation_dag_hash(self) -> str:
+        """Hash of the op sequence: kinds, order, data flow, attributes, constants, types."""
+        return content_hash(["dag", *self.ops])
+
+    @property
+    def dtype_signature_hash(self) -> str:
+        """Hash of `dtype_signature` (the readable string is what the spec stores)."""
+        return content_hash(["dtype", self.dtype_signature])
+
+    @property
+    def layout_hash(self) -> str:
+        """Hash of the resolved encodings and of which op uses which."""
+        return content_hash(["layout", *self.layouts, "uses", *self.op_layouts])
+
+    @property
+    def hw_config_hash(self) -> str:
+        """Hash of the hardware config."""
+        return content_hash(["hw", *self.hw_config.canonical_parts()])
+
+    @property
+    def fingerprint(self) -> str:
+        """Combined hash of all components (and the format version)."""
+        return content_hash(
+            [
+                f"v{self.version}",
+                self.computation_dag_hash,
+                self.dtype_signature_hash,
+                self.layout_hash,
+                self.hw_config_hash,
+            ]
+        )
+
+    def component_hashes(self) -> dict[str, str]:
+        """Name → hash of every component, in report order."""
+        return {
+            "computation_dag_hash": self.computation_dag_hash,
+            "dtype_signature": self.dtype_signature_hash,
+            "layout_hash": self.layout_hash,
+            "hw_config_hash": self.hw_config_hash,
+        }
+
+    # -- (de)serialisation -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the spec's hash fields plus the components they derive from."""
+        return {
+            "version": self.version,
+            "kernel_name": self.kernel_name,
+            "fingerprint": self.fingerprint,
+            "computation_dag_hash": self.computation_dag_hash,
+            "dtype_signature": self.dtype_signature,
+            "layout_hash": self.layout_hash,
+            "hw_config_hash": self.hw_config_hash,
+            "hw_config": self.hw_config.to_dict(),
+            "ops": list(self.ops),
+            "op_layouts": list(self.op_layouts),
+            "layouts": list(self.layouts),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object) -> InvarianceData:
+        """Inverse of `to_dict`.
+
+        Raises `InvalidInvarianceDataError` naming the missing or bad key, a format version other
+        than `FORMAT_VERSION`, or a stored hash that does not match the stored components.
+        """
+        m = _require_mapping(d, "invariance")
+        version = _require(m, "version", int, "invariance")
+        if version != FORMAT_VERSION:
+            raise InvalidInvarianceDataError(
+                f"invariance.version: format version {version} is not supported "
+                f"(this triton-invariance reads version {FORMAT_VERSION}); "
+                f"re-commit the baseline with TRITON_INVARIANCE_COMMIT=1"
+            )
+        data = cls(
+            kernel_name=_require(m, "kernel_name", str, "invariance"),
+            dtype_signature=_require(m, "dtype_signature", str, "invariance"),
+            hw_config=HwConfig.from_dict(m.get("hw_config"), "invariance.hw_config")
+            if "hw_config" in m
+            else _missing("invariance", "hw_config"),
+            ops=_require_str_list(m, "ops"),
+            op_layouts=_require_str_list(m, "op_layouts"),
+            layouts=_require_str_list(m, "layouts"),
+            version=version,
+        )
+        for key in ("computation_dag_hash", "layout_hash", "hw_config_hash", "fingerprint"):
+            stored = _require(m, key, str, "invariance")
+            actual = getattr(data, key)
+            if stored != actual:
+                raise InvalidInvarianceDataError(
+                    f"invariance.{key}: stored {stored} but the stored components hash to "
+                    f"{actual}; the baseline was edited or is corrupt"
+                )
+        return data
+
+    # -- reporting --------------------------------------------------------------------------------
+    def changed_components(self, other: InvarianceData) -> list[str]:
+        """Names of the components whose hashes differ between `self` and `other`."""
+        mine, theirs = self.component_hashes(), other.component_hashes()
+        return [name for name in mine if mine[name] != theirs[name]]
+
+    def diff_report(self, other: InvarianceData) -> str:
+        """Human-readable account of how `other` (current) differs from `self` (baseline).
+
+        Names every changed component and, for the DAG and the layouts, the first differing op
+        (index, before, after).
+        """
+        changed = self.changed_components(other)
+        if not changed:
+            return f"{self.kernel_name}: fingerprints match ({self.fingerprint})"
+        lines = [
+            f"{self.kernel_name}: fingerprint {self.fingerprint} -> {other.fingerprint}; "
+            f"changed: {', '.join(changed)}"
+        ]
+        if "computation_dag_hash" in changed:
+            lines.append("  computation_dag_hash: " + _first_difference(self.ops, other.ops, "op"))
+        if "dtype_signature" in changed:
+            lines.append(
+                f"  dtype_signature: before {self.dtype_signature!r}, "
+                f"after {other.dtype_signature!r}"
+            )
+        if "layout_hash" in changed:
+            lines.append("  layout_hash: " + self._layout_difference(other))
+        if "hw_config_hash" in changed:
+            before, after = self.hw_config.to_dict(), other.hw_config.to_dict()
+            diffs = [
+                f"{k}: {before.get(k)!r} -> {after.get(k)!r}"
+                for k in sorted(before.keys() | after.keys())
+                if before.get(k) != after.get(k)
+            ]
+            lines.append("  hw_config_hash: " + "; ".join(diffs))
+        return "\n".join(lines)
+
+    def _layout_difference(self, other: InvarianceData) -> str:
+        if self.layouts != other.layouts:
+            where = _first_difference(self.layouts, other.layouts, "layout")
+            # Point at the first op that uses the changed layout, which is what a reader acts on.
+            index = _first_index(self.layouts, other.layouts)
+            ref = f"#{index}"
+            user = next(
+                (i for i, refs in enumerate(self.op_layouts) if ref in refs.split(",")), None
+            )
+            if user is not None and user < len(self.ops):
+                where += f"; first used by op {user}: {self.ops[user]}"
+            return where
+        return _first_difference(
+            [f"{op}  [{refs}]" for op, refs in zip(self.ops, self.op_layouts, strict=True)],
+            [f"{op}  [{refs}]" for op, refs in zip(other.ops, other.op_layouts, strict=True)],
+            "op",
+        )
+
+
+def _first_index(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _first_difference(
+    a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str], what: str
+) -> str:
+    i = _first_index(a, b)
+    before = a[i] if i < len(a) else "<none>"
+    after = b[i] if i < len(b) else "<none>"
+    counts = f" ({len(a)} -> {len(b)} {what}s)" if len(a) != len(b) else ""
+    return f"first difference at {what} {i}{counts}: before `{before}`, after `{after}`"
+
+
+def _require_mapping(d: object, where: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise InvalidInvarianceDataError(f"{where}: expected an object, got {type(d).__name__}")
+    return d
+
+
+def _missing(where: str, key: str) -> Any:
+    raise InvalidInvarianceDataError(f"{where}.{key}: missing")
+
+
+def _require(m: Mapping[str, Any], key: str, typ: type[_T], where: str) -> _T:
+    if key not in m:
+        _missing(where, key)
+    value = m[key]
+    # bool is an int subclass; a version or a warp count of `true` is a corrupt file, not 1.
+    if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+        raise InvalidInvarianceDataError(
+            f"{where}.{key}: expected {typ.__name__}, got {type(value).__name__} ({value!r})"
+        )
+    return value
+
+
+def _require_str_list(m: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = _require(m, key, list, "invariance")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise InvalidInvarianceDataError(
+                f"invariance.{key}[{i}]: expected str, got {type(item).__name__}"
+            )
+    return tuple(value)

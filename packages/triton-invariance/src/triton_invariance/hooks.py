@@ -1,0 +1,298 @@
+"""Phases 6 and 7 on stock Triton, without editing it.
+
+* Every compiled variant is fingerprinted through `triton.knobs.compilation.listener`, which
+  Triton calls after each `triton.compile` -- also on an on-disk cache hit (`cache_hit=True`),
+  when no stage runs: the TTGIR is then read from the cached kernel's `.ttgir` file. The listener
+  slot holds one callable, so a listener that was already there is chained, not replaced.
+* The autotuner's winner is observed by wrapping `triton.runtime.autotuner.Autotuner.run` (a
+  method wrapper installed at run time; no Triton file changes). After the original `run`
+  returns, `self.best_config` is the winner and the return value is the winner's
+  `CompiledKernel`, whether it was benchmarked now, taken from the in-memory autotune cache or
+  from Triton's on-disk autotune cache. Each distinct winner kernel is committed / compared once
+  per process.
+
+A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
+BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
+`compute_config_hash(winner_config)`. The others (set by the caller or by `@triton.heuristics`)
+are a *specialisation*, and so are the attributes Triton derives from the arguments at the call
+(`tt.divisibility=16` for an int or pointer divisible by 16): they go into the signature hash,
+so each specialisation has its own baseline file instead of overwriting another's.
+
+`install()` is what the start-up hook calls when `TRITON_INVARIANCE_COMMIT` or
+`TRITON_INVARIANCE_COMPARE` is set; programs may also call it themselves.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triton_invariance.api import (
+    CONFIG_OPTIONS,
+    WinnerOutcome,
+    cache_invariance,
+    compute_config_hash,
+    compute_signature_hash,
+    config_mapping,
+    mode_from_env,
+    on_winner_selected,
+)
+from triton_invariance.cache import _invariance_cache
+from triton_invariance.data import InvarianceData
+from triton_invariance.errors import FingerprintUnavailableError
+from triton_invariance.fingerprint import compute_invariance
+
+Reporter = Callable[[str], None]
+
+# The tuned constexpr names of the autotuner whose `run` is executing in this thread / task, so
+# the listener can key the variants it sees compile the way the winner will be keyed.
+_TUNED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "triton_invariance_tuned", default=frozenset()
+)
+
+
+@dataclass(frozen=True)
+class VariantKeys:
+    """How one compiled variant is filed: signature hash, config hash and their readable parts."""
+
+    sig_hash: str
+    cfg_hash: str
+    config: Mapping[str, Any]
+    specialization: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class CompiledVariant:
+    """What the hooks know about one compiled kernel variant."""
+
+    kernel_name: str
+    signature: Mapping[str, Any]  # argument name -> Triton type ("*fp16", "i32", "constexpr")
+    constexprs: Mapping[str, Any]  # argument name (or name[i] inside tuples) -> value
+    attrs: Mapping[str, str]  # argument name -> specialisation attributes ("tt.divisibility=16")
+    options: Mapping[str, Any]  # the autotune-config options Triton compiled with
+    invariance: InvarianceData
+
+    def keys(self, tuned: frozenset[str]) -> VariantKeys:
+        """File this variant for an autotuner whose configs set the constexprs in `tuned`."""
+        config = {k: v for k, v in self.constexprs.items() if k in tuned}
+        config.update(self.options)
+        specialization = {k: v for k, v in self.constexprs.items() if k not in tuned}
+        specialization.update({f"{name}.attrs": attrs for name, attrs in self.attrs.items()})
+        return VariantKeys(
+            sig_hash=compute_signature_hash(self.signature, specialization),
+            cfg_hash=compute_config_hash(config),
+            config=config_mapping(config),
+            specialization=config_mapping(specialization),
+        )
+
+
+def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> CompiledVariant:
+    """Build the record of one compile from Triton's `ASTSource`, metadata and TTGIR text."""
+    arg_names = list(src.fn.arg_names)
+
+    def name(path: tuple[int, ...]) -> str:
+        return str(arg_names[path[0]]) + "".join(f"[{i}]" for i in path[1:])
+
+    constexprs = {name(path): value for path, value in src.constants.items()}
+    # Triton specialises arguments on what it sees at the call (an int or a pointer divisible
+    # by 16 gets `tt.divisibility`); each pattern compiles to a different kernel.
+    attrs = {
+        name(path): ",".join(f"{attr}={value}" for attr, value in found)
+        for path, found in src.attrs.items()
+        if found
+    }
+    options = {k: metadata[k] for k in CONFIG_OPTIONS if metadata.get(k) is not None}
+    return CompiledVariant(
+        kernel_name=src.name,
+        signature=dict(src.signature),
+        constexprs=constexprs,
+        attrs=attrs,
+        options=options,
+        invariance=compute_invariance(ttgir, kernel_name=src.name),
+    )
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.installed = False
+        self.previous_listener: Any = None
+        self.original_run: Any = None
+        self.report: Reporter = _stderr
+        # Triton's kernel hash (source, options, target) -> what the listener saw compile.
+        self.variants: dict[str, CompiledVariant] = {}
+        # Kernel hashes whose winner decision is done in this process.
+        self.decided: set[str] = set()
+        # Autotuner -> the constexpr names its configs set (computed once per autotuner).
+        self.tuned: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+
+
+_state = _State()
+
+
+def _cache(variant: CompiledVariant, tuned: frozenset[str]) -> VariantKeys:
+    keys = variant.keys(tuned)
+    cache_invariance(variant.invariance, variant.kernel_name, keys.sig_hash, keys.cfg_hash)
+    return keys
+
+
+def _ttgir_from_group(metadata_group: Mapping[str, str], kernel: str) -> str:
+    for name, path in metadata_group.items():
+        if name.endswith(".ttgir"):
+            return Path(path).read_text(encoding="utf-8")
+    raise FingerprintUnavailableError(
+        f"kernel {kernel!r}: Triton's cache holds no TTGIR for it (is TRITON_STORE_BINARY_ONLY "
+        f"set? unset it, or clear the Triton cache so the kernel recompiles)"
+    )
+
+
+def _on_compiled(**kwargs: Any) -> None:
+    """The compilation listener: fingerprint and cache every variant Triton hands back."""
+    previous = _state.previous_listener
+    if previous is not None:
+        previous(**kwargs)
+    src = kwargs["src"]
+    if not hasattr(src, "fn"):  # compiled from an IR file: no Python kernel to tie it to
+        return
+    metadata = kwargs["metadata"]
+    ttgir = _ttgir_from_group(kwargs["metadata_group"], src.name)
+    variant = describe_variant(src, metadata, ttgir)
+    with _state.lock:
+        _state.variants[str(metadata["hash"])] = variant
+    _cache(variant, _TUNED.get())
+
+
+def _variant_of(kernel: Any) -> CompiledVariant:
+    """The listener's record of a compiled kernel, or one made from the kernel itself (it was
+    compiled before the hooks were installed)."""
+    with _state.lock:
+        variant = _state.variants.get(kernel.hash)
+    if variant is not None:
+        return variant
+    if "ttgir" not in kernel.asm:
+        raise FingerprintUnavailableError(
+            f"kernel {kernel.name!r} carries no TTGIR (is TRITON_STORE_BINARY_ONLY set?)"
+        )
+    variant = describe_variant(kernel.src, kernel.metadata._asdict(), kernel.asm["ttgir"])
+    with _state.lock:
+        _state.variants[kernel.hash] = variant
+    return variant
+
+
+def _tuned_names(autotuner: Any) -> frozenset[str]:
+    tuned = _state.tuned.get(autotuner)
+    if tuned is None:
+        tuned = frozenset(name for config in autotuner.configs for name in config.kwargs)
+        _state.tuned[autotuner] = tuned
+    return tuned
+
+
+def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerOutcome | None:
+    """Commit / compare the winner `kernel` (a `CompiledKernel`) once per process.
+
+    `tuned` names the constexprs the autotuner's configs set. Called by the `Autotuner.run`
+    wrapper; exposed so a program that picks a winner by other means can apply the same rule.
+    """
+    kernel_hash = getattr(kernel, "hash", None)
+    if kernel_hash is None or kernel_hash in _state.decided:
+        return None
+    mode = mode_from_env()
+    if mode == "off":
+        return None
+    winner = _variant_of(kernel)
+    # The cache was cleared after an earlier decision for this kernel (another autotune key),
+    # while Triton's JIT cache kept the compiled variants, which then do not compile again. Every
+    # variant of this kernel seen in this process is put back, so the winner and the
+    # alternatives a mismatch report consults are all there.
+    with _state.lock:
+        siblings = [v for v in _state.variants.values() if v.kernel_name == winner.kernel_name]
+    for sibling in siblings:
+        _cache(sibling, tuned)
+    keys = _cache(winner, tuned)
+    outcome = on_winner_selected(
+        winner.kernel_name,
+        keys.sig_hash,
+        keys.cfg_hash,
+        config=keys.config,
+        specialization=keys.specialization,
+        mode=mode,
+    )
+    with _state.lock:
+        _state.decided.add(kernel_hash)
+    if outcome is not None:
+        _state.report(outcome.describe())
+    return outcome
+
+
+def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tuned = _tuned_names(self)
+        token = _TUNED.set(tuned)
+        try:
+            ret = original(self, *args, **kwargs)
+        finally:
+            _TUNED.reset(token)
+        if getattr(ret, "hash", None) not in _state.decided:
+            winner_selected(ret, tuned)
+        return ret
+
+    run.__triton_invariance_wrapper__ = True  # type: ignore[attr-defined]
+    return run
+
+
+def install(report: Reporter | None = None) -> None:
+    """Install the compile listener and the autotuner wrapper (idempotent).
+
+    Validates the environment first, so a bad `TRITON_INVARIANCE_*` value fails here, once.
+    """
+    mode_from_env()
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    with _state.lock:
+        if report is not None:
+            _state.report = report
+        if _state.installed:
+            return
+        _state.previous_listener = triton.knobs.compilation.listener
+        triton.knobs.compilation.listener = _on_compiled
+        _state.original_run = Autotuner.run
+        Autotuner.run = _wrap_run(Autotuner.run)
+        _state.installed = True
+
+
+def uninstall() -> None:
+    """Undo `install` and forget what was recorded (the cache is cleared too)."""
+    import triton
+    from triton.runtime.autotuner import Autotuner
+
+    with _state.lock:
+        if not _state.installed:
+            return
+        if triton.knobs.compilation.listener is _on_compiled:
+            triton.knobs.compilation.listener = _state.previous_listener
+        Autotuner.run = _state.original_run
+        _state.previous_listener = None
+        _state.original_run = None
+        _state.variants.clear()
+        _state.decided.clear()
+        _state.report = _stderr
+        _state.installed = False
+        _invariance_cache.clear()
+
+
+def is_installed() -> bool:
+    """Whether `install` is in effect."""
+    return _state.installed

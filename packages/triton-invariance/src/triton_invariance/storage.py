@@ -1,0 +1,290 @@
+"""Baseline files: `{base}/{kernel_name}_{sig_hash}.json` (phase 4 of the spec).
+
+One file per kernel signature holds the autotuner winner's fingerprint in the spec's format plus
+`format_version` and a readable `config`:
+
+    {"format_version": 1, "kernel_name": "add_kernel", "signature_hash": "0f3a...",
+     "config": {"BLOCK": 1024, "num_warps": 4, ...}, "specialization": {"EVEN": true},
+     "invariance": {"fingerprint": "...", "computation_dag_hash": "...", "dtype_signature": "...",
+                    "layout_hash": "...", "hw_config_hash": "...", "config_hash": "...", ...}}
+
+Writes are atomic (temp file, fsync, rename) and serialised by a lock file in the directory, so
+several processes committing at once never leave a torn or interleaved file. Reads reject a
+missing, corrupt or foreign-version file with an error that names the file and the key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from filelock import FileLock
+
+from triton_invariance.data import FORMAT_VERSION, InvalidInvarianceDataError, InvarianceData
+from triton_invariance.errors import (
+    BaselineNotFoundError,
+    BaselineVersionError,
+    CorruptBaselineError,
+    InvarianceConfigError,
+)
+
+BASELINE_DIR_ENV = "TRITON_INVARIANCE_BASELINE_DIR"
+DEFAULT_BASELINE_DIR = Path("baselines") / "numerical_invariance"
+LOCK_NAME = ".triton-invariance.lock"
+_LOCK_TIMEOUT_S = 60.0
+# Kernel names are Python identifiers; anything else could escape the directory or clash.
+_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SAFE_HASH = re.compile(r"^[0-9a-f]{8,64}$")
+
+CommitOutcome = Literal["created", "updated", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The content of one baseline file."""
+
+    kernel_name: str
+    signature_hash: str
+    config_hash: str
+    invariance: InvarianceData
+    config: Mapping[str, Any] = field(default_factory=dict)
+    specialization: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document written to disk."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "kernel_name": self.kernel_name,
+            "signature_hash": self.signature_hash,
+            "config": dict(self.config),
+            "specialization": dict(self.specialization),
+            "invariance": {**self.invariance.to_dict(), "config_hash": self.config_hash},
+        }
+
+    @classmethod
+    def from_dict(cls, doc: object, path: Path) -> Baseline:
+        """Parse a loaded JSON document; errors name `path` and the bad key."""
+        if not isinstance(doc, dict):
+            raise CorruptBaselineError(path, f"expected a JSON object, got {type(doc).__name__}")
+        version = doc.get("format_version")
+        if version is None:
+            raise CorruptBaselineError(path, "format_version: missing")
+        if version != FORMAT_VERSION:
+            raise BaselineVersionError(
+                path,
+                f"format_version {version!r} is not supported (this triton-invariance reads "
+                f"version {FORMAT_VERSION}); re-commit it with TRITON_INVARIANCE_COMMIT=1",
+            )
+        kernel_name = _require_str(doc, "kernel_name", path)
+        signature_hash = _require_str(doc, "signature_hash", path)
+        config = _optional_object(doc, "config", path)
+        specialization = _optional_object(doc, "specialization", path)
+        inv_doc = doc.get("invariance")
+        if not isinstance(inv_doc, dict):
+            raise CorruptBaselineError(path, "invariance: expected an object")
+        config_hash = _require_str(inv_doc, "config_hash", path, where="invariance.")
+        try:
+            invariance = InvarianceData.from_dict(inv_doc)
+        except InvalidInvarianceDataError as exc:
+            raise CorruptBaselineError(path, str(exc)) from None
+        if invariance.kernel_name != kernel_name:
+            raise CorruptBaselineError(
+                path,
+                f"invariance.kernel_name {invariance.kernel_name!r} differs from "
+                f"kernel_name {kernel_name!r}",
+            )
+        return cls(kernel_name, signature_hash, config_hash, invariance, config, specialization)
+
+
+def _optional_object(doc: Mapping[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise CorruptBaselineError(path, f"{key}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _require_str(doc: Mapping[str, Any], key: str, path: Path, where: str = "") -> str:
+    value = doc.get(key)
+    if not isinstance(value, str):
+        got = "missing" if key not in doc else f"got {type(value).__name__}"
+        raise CorruptBaselineError(path, f"{where}{key}: expected a string, {got}")
+    return value
+
+
+def get_baselines_dir(base: str | os.PathLike[str] | None = None) -> Path:
+    """Directory holding the baseline files.
+
+    `base` wins, then the `TRITON_INVARIANCE_BASELINE_DIR` environment variable, then
+    `./baselines/numerical_invariance` relative to the current directory.
+    """
+    if base is not None:
+        return Path(base)
+    from_env = os.environ.get(BASELINE_DIR_ENV, "").strip()
+    return Path(from_env) if from_env else DEFAULT_BASELINE_DIR
+
+
+def baseline_path(
+    kernel_name: str, sig_hash: str, base: str | os.PathLike[str] | None = None
+) -> Path:
+    """`{base}/{kernel_name}_{sig_hash}.json`, after checking both parts are file-name safe."""
+    if not _SAFE_NAME.match(kernel_name):
+        raise InvarianceConfigError(
+            f"kernel name {kernel_name!r} is not an identifier; cannot name a baseline file"
+        )
+    if not _SAFE_HASH.match(sig_hash):
+        raise InvarianceConfigError(f"signature hash {sig_hash!r} is not a lowercase hex digest")
+    return get_baselines_dir(base) / f"{kernel_name}_{sig_hash}.json"
+
+
+def read_baseline_file(path: Path) -> Baseline:
+    """Load and validate one baseline file (missing, corrupt and wrong-version are errors)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineNotFoundError(path, "no such baseline file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptBaselineError(path, f"cannot read: {exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorruptBaselineError(
+            path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
+    return Baseline.from_dict(doc, path)
+
+
+def load_baseline(
+    kernel_name: str, sig_hash: str, base: str | os.PathLike[str] | None = None
+) -> Baseline | None:
+    """The committed baseline of one kernel signature, or None when none was committed."""
+    path = baseline_path(kernel_name, sig_hash, base)
+    if not path.exists():
+        return None
+    baseline = read_baseline_file(path)
+    if (baseline.kernel_name, baseline.signature_hash) != (kernel_name, sig_hash):
+        raise CorruptBaselineError(
+            path,
+            f"holds kernel {baseline.kernel_name!r} signature {baseline.signature_hash}, "
+            f"not the {kernel_name!r} {sig_hash} its name says",
+        )
+    return baseline
+
+
+def list_baselines(base: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Every `*.json` file in the baseline directory, sorted by name."""
+    directory = get_baselines_dir(base)
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.glob("*.json") if p.is_file())
+
+
+def commit_invariance(
+    kernel_name: str,
+    sig_hash: str,
+    inv: InvarianceData,
+    *,
+    config_hash: str,
+    config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
+    base: str | os.PathLike[str] | None = None,
+) -> CommitOutcome:
+    """Write the winner's fingerprint as the baseline of `kernel_name`/`sig_hash`.
+
+    Returns "created", "updated" (an earlier, different baseline was replaced) or "unchanged"
+    (the same fingerprint and config are already committed; the file is left untouched).
+    """
+    path = baseline_path(kernel_name, sig_hash, base)
+    new = Baseline(
+        kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
+    )
+    text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+        outcome: CommitOutcome = "created"
+        if path.exists():
+            try:
+                old_text = path.read_text(encoding="utf-8")
+            except OSError:
+                old_text = None
+            if old_text == text:
+                return "unchanged"
+            outcome = "updated"
+        _write_atomic(path, text)
+    return outcome
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+        # Persist the rename itself, so a crash right after a commit cannot lose it.
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def compare_and_report(
+    kernel_name: str,
+    sig_hash: str,
+    current: InvarianceData,
+    *,
+    config_hash: str | None = None,
+    alternatives: Mapping[str, InvarianceData] | None = None,
+    base: str | os.PathLike[str] | None = None,
+) -> bool:
+    """Compare `current` with the committed baseline; True on a match.
+
+    Raises `BaselineNotFoundError` when nothing was committed and
+    `NumericalInvarianceMismatchError` (with the diff report) on a mismatch. `alternatives`
+    (config hash -> fingerprint of the other variants compiled in this run) lets the report say
+    whether only the autotuner's choice changed: when the baseline's own config still compiles
+    to the baseline fingerprint, the code is numerically unchanged and a different config won.
+    """
+    from triton_invariance.errors import NumericalInvarianceMismatchError
+
+    path = baseline_path(kernel_name, sig_hash, base)
+    baseline = load_baseline(kernel_name, sig_hash, base)
+    if baseline is None:
+        raise BaselineNotFoundError(
+            path,
+            f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
+            f"TRITON_INVARIANCE_COMMIT=1",
+        )
+    if baseline.invariance.fingerprint == current.fingerprint:
+        return True
+    report = baseline.invariance.diff_report(current)
+    if config_hash is not None and config_hash != baseline.config_hash:
+        report += (
+            f"\n  config_hash: the autotuner picked config {config_hash}, the baseline was "
+            f"committed for config {baseline.config_hash} ({_describe(baseline.config)})"
+        )
+        same_config = (alternatives or {}).get(baseline.config_hash)
+        if same_config is not None and same_config.fingerprint == baseline.invariance.fingerprint:
+            report += (
+                "\n  note: the baseline's config still compiles to the baseline fingerprint in "
+                "this run: the kernel code is numerically unchanged, only the winner changed"
+            )
+    raise NumericalInvarianceMismatchError(
+        kernel_name, sig_hash, path, baseline.invariance, current, report
+    )
+
+
+def _describe(config: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items()) or "no recorded config"

@@ -1,0 +1,75 @@
+"""End to end on a real GPU: a real autotuned launch commits, then compares, in new processes.
+
+Skipped where no GPU is visible (root conftest). Nothing here is simulated: Triton's own
+driver launches the kernel and its benchmarker times every config.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROGRAM = """
+import torch, triton, triton.language as tl
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 256}, num_warps=4),
+        triton.Config({"BLOCK": 1024}, num_warps=8),
+    ],
+    key=["n"],
+)
+@triton.jit
+def gpu_scaled_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x * alpha + y, mask=mask)
+
+n = 1 << 20
+x = torch.randn(n, device="cuda"); y = torch.randn(n, device="cuda"); out = torch.empty_like(x)
+gpu_scaled_add[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n, 2.0)
+torch.testing.assert_close(out, x * 2.0 + y)
+print("winner", gpu_scaled_add.best_config.num_warps)
+"""
+
+
+def _run(workdir: Path, source: str, env_var: str) -> subprocess.CompletedProcess[str]:
+    (workdir / "prog.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_INVARIANCE_")}
+    env.update({env_var: "1", "TRITON_CACHE_DIR": str(workdir / "tc")})
+    return subprocess.run(
+        [sys.executable, "prog.py"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.gpu
+def test_real_autotuned_launch_commits_matches_and_detects_a_change(tmp_path: Path) -> None:
+    commit = _run(tmp_path, PROGRAM, "TRITON_INVARIANCE_COMMIT")
+    assert commit.returncode == 0, commit.stderr
+    assert ": created," in commit.stderr
+    files = list((tmp_path / "baselines" / "numerical_invariance").glob("gpu_scaled_add_*.json"))
+    assert len(files) == 1
+    compare = _run(tmp_path, PROGRAM, "TRITON_INVARIANCE_COMPARE")
+    # A real benchmark may pick the other config this time; the report then says so.
+    if compare.returncode != 0:
+        assert "only the winner changed" in compare.stderr, compare.stderr
+    else:
+        assert ": match," in compare.stderr
+    changed = PROGRAM.replace("x * alpha + y", "x * alpha - y").replace(
+        "assert_close(out, x * 2.0 + y)", "assert_close(out, x * 2.0 - y)"
+    )
+    mismatch = _run(tmp_path, changed, "TRITON_INVARIANCE_COMPARE")
+    assert mismatch.returncode != 0
+    assert "NumericalInvarianceMismatchError" in mismatch.stderr
+    assert "arith.subf" in mismatch.stderr
