@@ -49,6 +49,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/runner_overhead.py
 	$(BIN)/python benchmarks/triage_overhead.py
+	$(BIN)/python benchmarks/invariance_cost.py
+	$(BIN)/python benchmarks/invariance_import.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
