@@ -1,0 +1,184 @@
+"""The Megatron-LM backend: config, validation against Megatron's parser, and the launch command.
+
+YAML shape (``backend:`` section)::
+
+    class_name: MegatronBackend
+    entrypoint: pretrain_gpt.py
+    launcher: [torchrun, --nproc-per-node=gpu]
+    megatron:                 # Megatron arguments by destination name (args.<name> in Megatron)
+      num_layers: 24
+      lr: 3.0e-4
+      save: "{output_dir}/checkpoints"
+
+Sweeps set Megatron arguments as ``backend.megatron.<name>``. String values may use the job's
+fields (``{output_dir}``, ``{name}``, ``{job_id}``, ``{index}``, ``{project}`` and the sweep params
+with dots as underscores); ``{{`` / ``}}`` are literal braces.
+
+Nothing here imports megatron or torch at import time; Megatron-LM's parser is imported when a
+plan with this backend is validated (see `source`).
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from compoconf import register
+
+from oellm_autoexp.backends.base import BackendConfig, BackendInterface, JobContext, LaunchCommand
+from oellm_autoexp.backends.megatron.cmdline import check_with_parser, serialise
+from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
+from oellm_autoexp.backends.megatron.validate import normalise_args
+from oellm_autoexp.errors import ConfigError
+
+KEY = "backend"
+ARGS_KEY = f"{KEY}.megatron"
+_PARAM_PREFIX = f"{ARGS_KEY}."
+
+
+@dataclass
+class MegatronBackendConfig(BackendConfig):
+    """Config of `MegatronBackend` (see the module docstring for the YAML shape)."""
+
+    megatron: dict[str, Any] = field(default_factory=dict)
+    entrypoint: str = "pretrain_gpt.py"
+    launcher: list[str] = field(default_factory=lambda: ["torchrun", "--nproc-per-node=gpu"])
+    env: dict[str, str] = field(default_factory=dict)
+    # Tokens appended verbatim after the serialised arguments (checked by Megatron's parser when
+    # it is importable), for options a config value cannot express.
+    extra_args: list[str] = field(default_factory=list)
+    # "auto": Megatron-LM's parser when importable, else schema_file;
+    # "megatron" / "schema": only that source.
+    arg_source: str = "auto"
+    megatron_module: str = DEFAULT_MODULE
+    megatron_path: str | None = None  # a Megatron-LM checkout to import the parser from
+    schema_file: str | None = (
+        None  # JSON written by `python -m oellm_autoexp.backends.megatron dump-schema`
+    )
+
+
+@register
+class MegatronBackend(BackendInterface):
+    """Runs `<launcher> <entrypoint> <Megatron args>` per job, checked by Megatron's parser."""
+
+    config_class = MegatronBackendConfig
+    config: MegatronBackendConfig
+
+    def __init__(self, config: MegatronBackendConfig, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.config = config
+        self._source: ArgumentSource | None = None
+        self._argv: dict[str, tuple[str, ...]] = {}
+
+    def argument_source(self) -> ArgumentSource:
+        """The schema (and parser, when Megatron-LM is importable) arguments are checked by."""
+        if self._source is None:
+            self._source = resolve_source(
+                mode=self.config.arg_source,
+                module=self.config.megatron_module,
+                megatron_path=self.config.megatron_path,
+                schema_file=self.config.schema_file,
+                key_prefix=KEY,
+            )
+        return self._source
+
+    def validate(self, jobs: Sequence[JobContext]) -> None:
+        """Check every job's Megatron arguments; the first problem is a `ConfigError`."""
+        for job in jobs:
+            self._argv[job.job_id] = self._megatron_argv(job)
+
+    def build_launch(self, job: JobContext) -> LaunchCommand:
+        """`launcher + [entrypoint] + Megatron args + extra_args`, and the configured env."""
+        megatron_argv = self._argv.get(job.job_id) or self._megatron_argv(job)
+        fields_ = job.format_fields()
+        launcher = [
+            _format(tok, fields_, key=f"{KEY}.launcher[{i}]")
+            for i, tok in enumerate(self.config.launcher)
+        ]
+        entrypoint = _format(self.config.entrypoint, fields_, key=f"{KEY}.entrypoint")
+        env = {
+            k: _format(str(v), fields_, key=f"{KEY}.env.{k}") for k, v in self.config.env.items()
+        }
+        return LaunchCommand(argv=(*launcher, entrypoint, *megatron_argv), env=env)
+
+    def megatron_args(self, job: JobContext) -> dict[str, Any]:
+        """The job's Megatron arguments (config + sweep values, placeholders filled), unchecked."""
+        merged: dict[str, Any] = dict(self.config.megatron)
+        for key, value in job.params.items():
+            if key.startswith(_PARAM_PREFIX):
+                merged[key[len(_PARAM_PREFIX) :]] = value
+        fields_ = job.format_fields()
+        return {
+            dest: _format_value(value, fields_, key=f"{ARGS_KEY}.{dest}")
+            for dest, value in merged.items()
+        }
+
+    def _megatron_argv(self, job: JobContext) -> tuple[str, ...]:
+        source = self.argument_source()
+        try:
+            normalised = normalise_args(
+                self.megatron_args(job),
+                source.schema,
+                key_prefix=ARGS_KEY,
+                other_keys=_config_field_names(),
+            )
+            fields_ = job.format_fields()
+            extra = [
+                _format(t, fields_, key=f"{KEY}.extra_args[{i}]")
+                for i, t in enumerate(self.config.extra_args)
+            ]
+            argv = [*serialise(normalised, source.schema), *extra]
+            if source.parser is not None:
+                check_with_parser(
+                    source.parser,
+                    argv,
+                    source.schema,
+                    key_prefix=ARGS_KEY,
+                    extra_key=f"{KEY}.extra_args",
+                )
+        except ConfigError as exc:
+            if any(k.startswith(_PARAM_PREFIX) for k in job.params):
+                raise ConfigError(
+                    f"{exc.detail} (job {job.name})", key=exc.key, file=exc.file
+                ) from None
+            raise
+        return tuple(argv)
+
+
+def _config_field_names() -> list[str]:
+    return [f.name for f in fields(MegatronBackendConfig) if f.name != "megatron"]
+
+
+class _Fields(dict[str, Any]):
+    def __init__(self, data: Mapping[str, Any], key: str) -> None:
+        super().__init__(data)
+        self.key = key
+
+    def __missing__(self, name: str) -> Any:
+        known = ", ".join(sorted(k for k in self if "." not in k))
+        raise ConfigError(
+            f"unknown placeholder {{{name}}} (known: {known}; write {{{{ for a literal brace)",
+            key=self.key,
+        )
+
+
+_FORMATTER = string.Formatter()
+
+
+def _format(text: str, fields_: Mapping[str, Any], *, key: str) -> str:
+    if "{" not in text and "}" not in text:
+        return text
+    try:
+        return _FORMATTER.vformat(text, (), _Fields(fields_, key))
+    except (ValueError, IndexError, AttributeError, KeyError) as exc:
+        raise ConfigError(f"bad placeholder in {text!r}: {exc}", key=key) from None
+
+
+def _format_value(value: Any, fields_: Mapping[str, Any], *, key: str) -> Any:
+    if isinstance(value, str):
+        return _format(value, fields_, key=key)
+    if isinstance(value, list | tuple):
+        return [_format_value(v, fields_, key=f"{key}[{i}]") for i, v in enumerate(value)]
+    return value
