@@ -14,6 +14,7 @@ from pathlib import Path
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class AutoexpError(Exception):

@@ -18,6 +18,9 @@ from typing import Any
 
 from compoconf import ConfigInterface, RegistrableConfigInterface, register_interface
 
+# The per-job fields every template may reference besides the job's params.
+JOB_FIELDS = ("job_id", "name", "index", "output_dir", "project")
+
 
 @dataclass(frozen=True)
 class JobContext:
@@ -102,3 +105,11 @@ class BackendInterface(RegistrableConfigInterface):
     def postprocess(self, output_dir: Path) -> None:
         """Optional hook run after a job completed (e.g. convert checkpoints). Default: nothing."""
         _ = output_dir
+
+
+def instantiate_backend(config: BackendConfig) -> BackendInterface:
+    """The backend registered for `config` (by its ``class_name``), through compoconf."""
+    backend = config.instantiate(BackendInterface)  # type: ignore[no-untyped-call]
+    if not isinstance(backend, BackendInterface):
+        raise TypeError(f"{type(backend).__name__} does not implement BackendInterface")
+    return backend

@@ -8,9 +8,10 @@ The config tree references restart policies and monitors by interface type
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from compoconf import RegistrableConfigInterface, register_interface
+from compoconf import ConfigInterface, RegistrableConfigInterface, register_interface
 
 
 @register_interface
@@ -33,3 +34,19 @@ class MonitorInterface(RegistrableConfigInterface):
     def __init__(self, config: Any, *args: Any, **kwargs: Any) -> None:
         _ = args, kwargs  # RegistrableConfigInterface.__init__ ignores them too
         self.config = config
+
+
+@dataclass
+class MonitorConfigBase(ConfigInterface):
+    """Fields every monitor config shares; monitor configs should subclass it.
+
+    Validation requires a termination criterion: `termination_str` (a line in the log that
+    marks success) or `termination_cmd` (a command whose exit status 0 marks success).
+    `output_paths` are templates resolved per job (``{output_dir}/train.log``) and tailed
+    alongside the SLURM log for activity.
+    """
+
+    termination_str: str | None = None
+    termination_cmd: str | None = None
+    inactivity_threshold_seconds: float = 1800.0
+    output_paths: list[str] = field(default_factory=list)
