@@ -14,17 +14,18 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 
-def _load_cluster_module() -> ModuleType:
+def _load_helper(stem: str) -> ModuleType:
     # The tests run under --import-mode=importlib, where test directories are not packages on
-    # sys.path; load the helper by file so every test tree (and the planner's tests) can use it.
-    name = "oellm_autoexp_tests_slurm_cluster"
+    # sys.path; load helpers by file so every test tree (and the planner's tests) can use them.
+    name = f"oellm_autoexp_tests_{stem}"
     if name in sys.modules:
         return sys.modules[name]
-    path = Path(__file__).with_name("integration") / "slurm_cluster.py"
+    path = Path(__file__).with_name("integration") / f"{stem}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -33,7 +34,14 @@ def _load_cluster_module() -> ModuleType:
     return module
 
 
-slurm_cluster_module = _load_cluster_module()
+slurm_cluster_module = _load_helper("slurm_cluster")
+scenario_helpers = _load_helper("scenario_helpers")
+
+
+@pytest.fixture
+def make_session() -> Any:
+    """`scenario_helpers.make_session`: a saved session of N planned jobs (see there)."""
+    return scenario_helpers.make_session
 
 
 def _in_ci() -> bool:

@@ -13,8 +13,9 @@ from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 def test_array_tasks_follow_their_own_timelines_and_write_logs(tmp_path: Path) -> None:
     clock = FakeClock()
 
-    def timelines(req: SubmitRequest, task: int | None, attempt: int) -> Timeline:
+    def timelines(req: SubmitRequest, job_id: str, attempt: int) -> Timeline:
         assert attempt == 0
+        task = int(job_id.partition("_")[2])
         end = "FAILED" if task == 1 else "COMPLETED"
         return Timeline(
             pending_s=5,

@@ -62,9 +62,9 @@ class Timeline:
     log_lines: Sequence[tuple[float, str]] = ()
 
 
-# Decides the timeline of each new job or task: (request, task id or None, attempt number of
-# this job name, starting at 0) -> Timeline.
-TimelineFactory = Callable[[SubmitRequest, int | None, int], Timeline]
+# Decides the timeline of each new job or task: (request, its display id such as "1000" or
+# "1000_3", attempt number of this job name and task, starting at 0) -> Timeline.
+TimelineFactory = Callable[[SubmitRequest, str, int], Timeline]
 
 
 @dataclass
@@ -168,7 +168,7 @@ class FakeSlurmClient(SlurmClient):
             self.jobs[key] = _FakeJob(
                 key=key,
                 request=request,
-                timeline=self.timelines(request, task, attempt),
+                timeline=self.timelines(request, key, attempt),
                 submitted_at=now,
                 array_job_id=base if task is not None else None,
                 task=task,
