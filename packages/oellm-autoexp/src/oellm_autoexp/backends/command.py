@@ -66,7 +66,7 @@ def check_template(template: str, known: Sequence[str], *, key: str) -> None:
             extra = f"; did you mean {{{hint}}}?" if hint else ""
             raise ConfigError(
                 f"template {template!r} uses undefined placeholder {{{name}}}{extra} "
-                f"(known: {', '.join(sorted(known))})",
+                f"(known: {', '.join(sorted(set(known)))})",
                 key=key,
             )
 

@@ -9,11 +9,12 @@ path). Hydra is imported only when composition is needed (a config name, or a YA
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,11 @@ from oellm_autoexp.errors import ConfigError, closest
 
 # Modules whose import registers implementations with compoconf. Optional ones are skipped
 # when absent; none of them may import torch/megatron at module level.
+# (module, walk its submodules too)
 _REGISTRATION_MODULES = (
-    "oellm_autoexp.backends.command",
-    "oellm_autoexp.backends.megatron",
-    "oellm_autoexp.monitor",
+    ("oellm_autoexp.backends.command", False),
+    ("oellm_autoexp.backends.megatron", False),
+    ("oellm_autoexp.monitor", True),
 )
 _INTERFACE_FIELDS = {"backend": "backend", "monitoring": "monitor"}
 
@@ -51,13 +53,17 @@ def package_config_dir() -> Path:
     raise ConfigError("the packaged Hydra config tree (config/autoexp.yaml) is missing")
 
 
+@functools.cache
 def load_registrations() -> None:
-    """Import the modules that register backends, monitors and restart policies."""
-    for name in _REGISTRATION_MODULES:
+    """Import the modules that register backends, monitors and restart policies (once)."""
+    from compoconf import load
+
+    for name, recurse in _REGISTRATION_MODULES:
         parent = name.rpartition(".")[0]
         if importlib.util.find_spec(parent) is None or importlib.util.find_spec(name) is None:
             continue
-        importlib.import_module(name)
+        # monitor/ is walked so every submodule's @register runs, whatever its layout.
+        load(name, recurse=recurse)
 
 
 def load_config(
@@ -307,7 +313,8 @@ _UNDEFINED = re.compile(
 )
 _EXPECTED = re.compile(r"^(?P<what>Expected .*?) at key (?P<key>\S+)")
 _ANY_OF = re.compile(r"^Could not parse into any of \((?P<types>.*?)\) at key: (?P<key>\S+)")
-_ROOT_NAME = "the top level"
+_NOT_PARSED = re.compile(r"^Could not parse (?P<value>.*) in (?P<type>\w+) at key:? (?P<key>\S+)")
+_AT_KEY = re.compile(r"^(?P<what>.+?) at key:? (?P<key>\S+)")
 
 
 def _names(text: str) -> list[str]:
@@ -319,34 +326,54 @@ def translate_parse_error(exc: Exception, source: str | None) -> ConfigError:
     text = str(exc.args[0]) if exc.args else str(exc)
     match = _UNDEFINED.search(text)
     if match:
-        key = match["key"] or None
-        fields = [f for f in ast.literal_eval(match["fields"]) if f != "class_name"]
-        undefined, unset = _names(match["undefined"]), _names(match["unset"])
-        if undefined:
-            bad = undefined[0]
-            hint = closest(bad, fields)
-            extra = f"did you mean {hint!r}? " if hint else ""
-            where = f"{key}.{bad}" if key else bad
-            return ConfigError(
-                f"unknown key ({extra}known keys: {', '.join(fields)})", key=where, file=source
-            )
-        where = f"{key}.{unset[0]}" if key else unset[0]
-        return ConfigError("required key is missing", key=where, file=source)
-    match = _EXPECTED.search(text)
+        return _key_set_error(match, source)
+    for pattern, render in _SCALAR_ERRORS:
+        match = pattern.search(text)
+        if match:
+            return ConfigError(render(match, text), key=match["key"], file=source)
+    match = _AT_KEY.search(_first_line(text))
     if match:
-        what = match["what"].replace(" (strict_types=True disables silent coercion)", "")
-        what = what[0].lower() + what[1:]
-        return ConfigError(what, key=match["key"], file=source)
-    match = _ANY_OF.search(text)
-    if match:
-        types = re.findall(r"<class '([\w.]+)'>|(None)", match["types"])
-        names = [a or b for a, b in types]
-        got = re.search(r"got (\w+ \(.*?\))", text)
-        tail = f", got {got[1]}" if got else ""
-        return ConfigError(
-            f"expected one of {', '.join(names)}{tail}", key=match["key"], file=source
-        )
+        return ConfigError(match["what"], key=match["key"], file=source)
     return ConfigError(_first_line(text), file=source)
+
+
+def _key_set_error(match: re.Match[str], source: str | None) -> ConfigError:
+    """An unknown key (with a close match) or a missing required key."""
+    key = match["key"] or None
+    fields = [f for f in ast.literal_eval(match["fields"]) if f != "class_name"]
+    undefined, unset = _names(match["undefined"]), _names(match["unset"])
+    if undefined:
+        bad = undefined[0]
+        hint = closest(bad, fields)
+        extra = f"did you mean {hint!r}? " if hint else ""
+        where = f"{key}.{bad}" if key else bad
+        return ConfigError(
+            f"unknown key ({extra}known keys: {', '.join(fields)})", key=where, file=source
+        )
+    where = f"{key}.{unset[0]}" if key else unset[0]
+    return ConfigError("required key is missing", key=where, file=source)
+
+
+def _expected(match: re.Match[str], _text: str) -> str:
+    what = match["what"].replace(" (strict_types=True disables silent coercion)", "")
+    return what[0].lower() + what[1:]
+
+
+def _any_of(match: re.Match[str], text: str) -> str:
+    names = [a or b for a, b in re.findall(r"<class '([\w.]+)'>|(None)", match["types"])]
+    got = re.search(r"got (\w+ \(.*?\))", text)
+    return f"expected one of {', '.join(names)}" + (f", got {got[1]}" if got else "")
+
+
+def _not_parsed(match: re.Match[str], _text: str) -> str:
+    return f"expected {match['type']}, got {match['value']}"
+
+
+_SCALAR_ERRORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], str]], ...] = (
+    (_EXPECTED, _expected),
+    (_ANY_OF, _any_of),
+    (_NOT_PARSED, _not_parsed),
+)
 
 
 def dump_config(root: RootConfig) -> dict[str, Any]:

@@ -55,8 +55,9 @@ class SlurmConfig(ConfigInterface):
     array: bool = True
     max_array_size: int = 1000
     array_throttle: int | None = None  # `%N`: at most N tasks of an array run at once
-    # `#SBATCH --<key>=<value>` directives; underscores in keys become dashes.
-    sbatch: dict[str, Scalar] = field(default_factory=dict)
+    # `#SBATCH --<key>=<value>` directives; underscores in keys become dashes; true = bare flag,
+    # null drops a directive inherited from another config.
+    sbatch: dict[str, Scalar | None] = field(default_factory=dict)
     # Extra directive strings written verbatim after `#SBATCH ` (e.g. "--exclusive").
     extra_directives: list[str] = field(default_factory=list)
     # Cluster-level environment exported in every script (values are shell-quoted).
