@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from oellm_autoexp import __version__
+from oellm_autoexp.cli_monitor import register_commands
 from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
 def _short(value: Any) -> str:
     text = repr(value) if isinstance(value, str) and " " in value else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli_monitor)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

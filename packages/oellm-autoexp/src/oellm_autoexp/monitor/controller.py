@@ -30,6 +30,7 @@ from oellm_autoexp.slurm.client import (
     JobInfo,
     SlurmClient,
     SlurmCommandError,
+    SlurmNotInstalledError,
     SubmissionError,
     SubmitRequest,
 )
@@ -281,6 +282,12 @@ class MonitorController:
         )
         try:
             base = self.client.submit(request)
+        except SlurmNotInstalledError:
+            # Certain that nothing was submitted: drop the intent, keep the file consistent.
+            for job in jobs:
+                job.submit_token = None
+            self.store.save(session)
+            raise
         except SubmissionError as exc:
             for job in jobs:
                 job.submit_token = None
