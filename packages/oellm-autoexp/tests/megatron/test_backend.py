@@ -16,14 +16,14 @@ from oellm_autoexp.backends.base import BackendInterface, JobContext
 from oellm_autoexp.backends.megatron import MegatronBackend, MegatronBackendConfig
 from oellm_autoexp.errors import ConfigError
 
-from .conftest import STAND_IN
+STAND_IN = Path(__file__).resolve().with_name("stand_in")
 
 
 def _backend(**fields: Any) -> MegatronBackend:
     data = {"class_name": "MegatronBackend", **fields}
     cfg = compoconf.parse_config(BackendInterface.cfgtype, data)
     assert isinstance(cfg, MegatronBackendConfig)
-    backend = cfg.instantiate(BackendInterface)
+    backend = cfg.instantiate(BackendInterface)  # type: ignore[no-untyped-call]
     assert isinstance(backend, MegatronBackend)
     return backend
 
@@ -105,7 +105,7 @@ def test_bad_sweep_value_names_the_key_and_the_job(megatron_importable: Path) ->
         backend.validate(jobs)
     assert err.value.key == "backend.megatron.optimizer"
     assert "'adamw' is not a valid choice for --optimizer" in str(err.value)
-    assert "(job gpt_1)" in str(err.value)
+    assert "(the value of job gpt_1)" in str(err.value)
 
 
 def test_typo_in_config_suggests_megatron_name(megatron_importable: Path) -> None:
@@ -189,3 +189,14 @@ def test_dump_schema_without_megatron_is_exit_2(tmp_path: Path, megatron_absent:
     assert done.returncode == 2
     assert done.stderr.startswith("error: cannot import megatron.training.arguments")
     assert "Traceback" not in done.stderr
+
+
+def test_whole_placeholder_keeps_the_sweep_value_type(megatron_importable: Path) -> None:
+    backend = _backend(megatron={"lr": "{lr}", "wandb_exp_name": "{name}-lr{lr}"})
+    job = _job({"lr": 3e-4})
+    backend.validate([job])
+    assert backend.build_launch(job).argv[-2:] == ("--lr=0.0003", "--wandb-exp-name=gpt_0-lr0.0003")
+    with pytest.raises(ConfigError) as err:
+        backend.validate([_job({"lr": "fast"})])
+    assert err.value.key == "backend.megatron.lr"
+    assert "expected a number for --lr, got 'fast' (the value of job gpt_0)" in str(err.value)

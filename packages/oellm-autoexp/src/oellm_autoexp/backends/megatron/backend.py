@@ -12,7 +12,8 @@ YAML shape (``backend:`` section)::
 
 Sweeps set Megatron arguments as ``backend.megatron.<name>``. String values may use the job's
 fields (``{output_dir}``, ``{name}``, ``{job_id}``, ``{index}``, ``{project}`` and the sweep params
-with dots as underscores); ``{{`` / ``}}`` are literal braces.
+with dots as underscores); ``{{`` / ``}}`` are literal braces. A value that is exactly one
+placeholder (``lr: "{lr}"``) takes the field's value with its type.
 
 Nothing here imports megatron or torch at import time; Megatron-LM's parser is imported when a
 plan with this backend is validated (see `source`).
@@ -20,6 +21,7 @@ plan with this backend is validated (see `source`).
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -139,12 +141,21 @@ class MegatronBackend(BackendInterface):
                     extra_key=f"{KEY}.extra_args",
                 )
         except ConfigError as exc:
-            if any(k.startswith(_PARAM_PREFIX) for k in job.params):
+            if self._varies_per_job(exc.key, job):
                 raise ConfigError(
-                    f"{exc.detail} (job {job.name})", key=exc.key, file=exc.file
+                    f"{exc.detail} (the value of job {job.name})", key=exc.key, file=exc.file
                 ) from None
             raise
         return tuple(argv)
+
+    def _varies_per_job(self, key: str | None, job: JobContext) -> bool:
+        """Whether the value at `key` comes from the sweep (directly or through a placeholder)."""
+        if key is None or not key.startswith(_PARAM_PREFIX):
+            return False
+        dest = key[len(_PARAM_PREFIX) :].split("[")[0]
+        configured = self.config.megatron.get(dest)
+        templated = "{" in str(configured) if configured is not None else False
+        return f"{_PARAM_PREFIX}{dest}" in job.params or templated
 
 
 def _config_field_names() -> list[str]:
@@ -165,6 +176,7 @@ class _Fields(dict[str, Any]):
 
 
 _FORMATTER = string.Formatter()
+_WHOLE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _format(text: str, fields_: Mapping[str, Any], *, key: str) -> str:
@@ -178,6 +190,10 @@ def _format(text: str, fields_: Mapping[str, Any], *, key: str) -> str:
 
 def _format_value(value: Any, fields_: Mapping[str, Any], *, key: str) -> Any:
     if isinstance(value, str):
+        whole = _WHOLE_PLACEHOLDER.fullmatch(value)
+        if whole is not None:
+            # `lr: "{lr}"` takes the sweep value itself, keeping its type (a float stays a float).
+            return _Fields(fields_, key)[whole.group(1)]
         return _format(value, fields_, key=key)
     if isinstance(value, list | tuple):
         return [_format_value(v, fields_, key=f"{key}[{i}]") for i, v in enumerate(value)]

@@ -81,6 +81,7 @@ def load_megatron_parser(
     )
 
 
+@cache
 def resolve_source(
     *,
     mode: str,
@@ -92,7 +93,8 @@ def resolve_source(
     """Pick the argument source for `mode` (``auto``, ``megatron`` or ``schema``).
 
     ``auto`` prefers Megatron-LM's parser and falls back to `schema_file`; with neither, planning
-    stops with a message saying how to get one. Validation is never skipped silently.
+    stops with a message saying how to get one. Validation is never skipped silently. Cached:
+    the planner builds one backend per distinct sweep point, and they all share one source.
     """
     if mode not in ("auto", "megatron", "schema"):
         raise ConfigError(
