@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp import __version__
 from oellm_autoexp.cli_monitor import register_commands
 from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
 
@@ -42,7 +41,9 @@ _test_only_option = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="oellm-autoexp")
+@click.version_option(
+    None, "--version", "-V", package_name="oellm-autoexp", prog_name="oellm-autoexp"
+)
 def cli() -> None:
     """One YAML config to SLURM job arrays.
 

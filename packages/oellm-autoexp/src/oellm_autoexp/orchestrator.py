@@ -428,6 +428,9 @@ def write_plan(
         check_script(path, text, job_name=script.job_name, array_spec=script.array_spec)
     for path, text in result.scripts.items():
         write_text_atomic(path, text, mode=0o755)
+    # SLURM does not create the directory of --output; a missing one kills the job at start.
+    for log_dir in sorted({Path(job.log_path).parent for job in plan.jobs}):
+        log_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan.plan_dir / "config.yaml", yaml.safe_dump(result.config, sort_keys=False))
     write_json_atomic(
         plan.plan_dir / "sweep.json",

@@ -231,6 +231,7 @@ def test_write_plan_writes_artifacts_atomically_and_they_read_back(tmp_path: Pat
     assert [j["job_id"] for j in sweep["jobs"]] == [j.job_id for j in plan.jobs]
     script = plan.scripts[0].path
     assert script.stat().st_mode & 0o111  # executable
+    assert (tmp_path / "out" / "logs").is_dir()  # sbatch does not create the --output directory
     # the dumped config is itself a valid config that plans to the same jobs
     import yaml
 

@@ -102,7 +102,12 @@ def read_yaml(path: Path) -> Any:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"malformed YAML: {exc.problem or exc.context}", file=where) from None
+        detail = exc.problem or exc.context or "syntax error"
+        start = exc.context_mark
+        if exc.problem and exc.context and start is not None and start is not mark:
+            # e.g. an unclosed quote: the problem is found at the end, the cause is where it began
+            detail += f" ({exc.context} started at line {start.line + 1})"
+        raise ConfigError(f"malformed YAML: {detail}", file=where) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"malformed YAML: {exc}", file=path) from None
 
