@@ -118,7 +118,9 @@ def test_test_only_always_fails_when_sbatch_rejects(tmp_path: Path) -> None:
     (bin_dir / "sbatch").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     args = [EXE, "plan", str(EXAMPLE), f"project.base_output_dir={tmp_path / 'o'}"]
-    done = subprocess.run([*args, "--test-only", "always"], capture_output=True, text=True, env=env)
+    done = subprocess.run(
+        [*args, "--test-only", "always"], capture_output=True, text=True, env=env, check=False
+    )
     assert done.returncode == 1
     assert "sbatch --test-only rejected the script: sbatch: error: invalid partition" in done.stderr
     auto = subprocess.run(args, capture_output=True, text=True, env=env, check=False)
@@ -192,8 +194,9 @@ def test_bad_input_through_the_installed_command_has_no_traceback(tmp_path: Path
     path = write(tmp_path, "sweep: [unclosed\n")
     done = subprocess.run([EXE, "plan", str(path)], capture_output=True, text=True, check=False)
     assert done.returncode == 2
-    assert done.stderr.strip() == f"oellm-autoexp: error: {path}:2:1: malformed YAML: " + (
-        "expected ',' or ']', but got '<stream end>' (while parsing a flow sequence started at line 1)"
+    assert done.stderr.strip() == (
+        f"oellm-autoexp: error: {path}:2:1: malformed YAML: expected ',' or ']', but got "
+        "'<stream end>' (while parsing a flow sequence started at line 1)"
     )
 
 
