@@ -3,8 +3,10 @@
 The training image has the backend's dependencies (Megatron-LM, torch) but no SLURM commands; the
 login node has SLURM but not necessarily Megatron. So the plan step runs inside the image through
 ``apptainer exec`` / ``singularity exec`` (the planning CLI's ``submit CONFIG --dry-run``, which
-writes the scripts and prints the exact sbatch commands), and those commands run on the host.
-Without a container, both steps run on the host.
+writes the scripts and `plan.json` and prints the exact sbatch commands). On the host the runner
+reads that plan back (checking it names the same commands), creates the monitoring session and
+submits the scripts through the monitor's controller (submission intent recorded before each
+sbatch), then monitors. Without a container, both steps run on the host.
 
 Every command is an argv list handed to `subprocess` (never a shell string); what is shown to the
 user is `shlex.join`-ed, so it can be pasted into a shell as it is.
@@ -15,8 +17,7 @@ container settings are read from the config (no ``--image`` given).
 
 from __future__ import annotations
 
-import datetime as dt
-import os
+import json
 import shlex
 import shutil
 import subprocess
@@ -24,13 +25,16 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import AutoexpRunError, AutoexpUsageError, ConfigError
+
+if TYPE_CHECKING:
+    from oellm_autoexp.plan import Plan
 
 RUNTIMES = ("apptainer", "singularity")
 # The line `oellm-autoexp submit --dry-run` prints before the exact sbatch commands.
 DRY_RUN_MARKER = "# ---- sbatch commands"
-SUBMISSIONS_DIR = "submissions"
 
 
 @dataclass(frozen=True)
@@ -42,14 +46,6 @@ class ContainerSpec:
     binds: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One sbatch call made on the host and the SLURM job id it returned."""
-
-    argv: tuple[str, ...]
-    job_id: str
 
 
 def exec_argv(spec: ContainerSpec, command: Sequence[str], *, workdir: Path) -> list[str]:
@@ -208,64 +204,27 @@ def check_visible_on_host(commands: Sequence[Sequence[str]]) -> None:
             )
 
 
-def submit_on_host(
-    commands: Sequence[Sequence[str]], *, timeout: float = 120.0
-) -> list[Submission]:
-    """Run each sbatch command here and read the job id it prints (``--parsable``).
+def load_written_plan(commands: Sequence[Sequence[str]]) -> tuple[Plan, dict[str, Any]]:
+    """The plan and resolved config the plan step wrote next to the scripts it printed.
 
-    Stops at the first failure; the submissions made before it are returned inside the error's
-    `submitted` attribute so they can be recorded.
+    The plan directory is the parent of the scripts' directory; its `plan.json` must name the
+    very commands the plan step printed (a mismatch means a stale or foreign plan directory).
     """
-    done_so_far: list[Submission] = []
-    for argv in commands:
-        try:
-            done = subprocess.run(
-                list(argv), capture_output=True, text=True, timeout=timeout, check=False
-            )
-        except (FileNotFoundError, subprocess.TimeoutExpired) as exc:
-            raise SubmissionError(f"{shlex.join(argv)}: {exc}", done_so_far) from None
-        except KeyboardInterrupt:
-            raise SubmissionError("interrupted", done_so_far, interrupted=True) from None
-        job_id = done.stdout.strip().split(";")[0]
-        if done.returncode != 0 or not job_id:
-            reason = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-            raise SubmissionError(f"{shlex.join(argv)} failed: {reason}", done_so_far)
-        done_so_far.append(Submission(argv=tuple(argv), job_id=job_id))
-    return done_so_far
+    import yaml
 
+    from oellm_autoexp.plan import Plan
 
-class SubmissionError(AutoexpRunError):
-    """An sbatch call failed on the host; `submitted` holds the calls that succeeded before it."""
-
-    def __init__(
-        self, message: str, submitted: Sequence[Submission], *, interrupted: bool = False
-    ) -> None:
-        super().__init__(message)
-        self.submitted = list(submitted)
-        self.interrupted = interrupted
-
-
-def record_submissions(submissions: Sequence[Submission], *, image: str | None) -> Path | None:
-    """Write ``<plan_dir>/submissions/<utc time>.json`` next to the plan (never overwriting one).
-
-    The plan dir is the parent of the scripts directory of the first submitted script.
-    """
-    if not submissions:
-        return None
-    from oellm_autoexp.atomic import write_json_atomic
-
-    plan_dir = Path(submissions[0].argv[-1]).resolve().parent.parent
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = plan_dir / SUBMISSIONS_DIR / f"{stamp}.json"
-    if path.exists():  # two submissions in the same microsecond: keep both
-        path = path.with_name(f"{stamp}-{os.getpid()}.json")
-    payload = {
-        "plan": str(plan_dir / "plan.json"),
-        "image": image,
-        "submissions": [{"argv": list(s.argv), "job_id": s.job_id} for s in submissions],
-    }
-    write_json_atomic(path, payload)
-    return path
+    plan_dir = Path(commands[0][-1]).parent.parent
+    try:
+        plan = Plan.from_dict(json.loads((plan_dir / "plan.json").read_text(encoding="utf-8")))
+        config = yaml.safe_load((plan_dir / "config.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise AutoexpRunError(f"cannot read the plan written in {plan_dir}: {exc}") from None
+    if plan.sbatch_commands() != [list(c) for c in commands]:
+        raise AutoexpRunError(f"{plan_dir / 'plan.json'} does not list the sbatch commands printed")
+    if not isinstance(config, dict):
+        raise AutoexpRunError(f"{plan_dir / 'config.yaml'} is not a mapping")
+    return plan, config
 
 
 def monitor_command(
@@ -356,33 +315,13 @@ def run_workflow(
         for command in commands:
             say(describe(command))
         return 0
-    _submit_and_record(commands, image=None if container is None else container.image, say=say)
-    if opts.no_monitor:
-        return 0
-    say(f"monitoring on the host: {describe(monitor)}")
-    return subprocess.call(monitor)
+    plan, config = load_written_plan(commands)
+    say(f"submitting {len(plan.scripts)} script(s) on the host")
+    from oellm_autoexp.cli_monitor import run_submit
 
-
-def _submit_and_record(
-    commands: Sequence[Sequence[str]], *, image: str | None, say: Callable[[str], None]
-) -> list[Submission]:
-    """Submit on the host; whatever was submitted is recorded, also when a later call fails."""
-    interrupted = False
-    try:
-        submissions = submit_on_host(commands)
-        failure: SubmissionError | None = None
-    except SubmissionError as exc:
-        submissions, failure, interrupted = exc.submitted, exc, exc.interrupted
-    for sub in submissions:
-        say(f"submitted {sub.argv[-1]} as job {sub.job_id}")
-    recorded = record_submissions(submissions, image=image)
-    if recorded is not None:
-        say(f"recorded in {recorded}")
-    if interrupted:
-        raise KeyboardInterrupt
-    if failure is not None:
-        raise failure
-    return submissions
+    # Session file first, then sbatch per script with the intent recorded before each call
+    # (the monitor's controller); monitors until every job finished unless --no-monitor.
+    return run_submit(plan, config, monitor=not opts.no_monitor)
 
 
 def _with_input_binds(spec: ContainerSpec, opts: RunnerOptions, workdir: Path) -> ContainerSpec:

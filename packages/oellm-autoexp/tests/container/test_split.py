@@ -1,10 +1,10 @@
-"""End to end: plan runs inside the container, sbatch on the host (stand-in runtime and sbatch).
+"""End to end: the plan runs inside the container, sbatch and monitoring on the host.
 
-`apptainer`/`singularity` and `sbatch` are stand-ins placed first on PATH (see stand_in/): the
-runtime records its argv and runs the command locally as a container would (in `--pwd`, with
-`APPTAINER_CONTAINER` set and without the host's sbatch on PATH); sbatch records its argv and
-whether it ran inside a container. Everything else is real: the runner script, the planning CLI
-(`python -m oellm_autoexp.cli submit --dry-run`), the rendered scripts.
+`apptainer` / `singularity` are stand-ins placed first on PATH (stand_in/container_runtime.py):
+they record their argv and run the command locally as a container would (in `--pwd`, with
+`APPTAINER_CONTAINER` set, without the stand-in's directory on PATH). Everything else is real:
+the runner script, the planning CLI (`python -m oellm_autoexp.cli submit --dry-run`) inside, and
+on the host the session file, sbatch and squeue of a real single-node SLURM (`slurm_cluster`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ project:
   base_output_dir: ./runs
 backend:
   class_name: CommandBackend
-  argv: [python3, -c, "print('{name}')"]
+  argv: [python3, -c, "print('done {name}')"]
 sweep:
   axes:
     lr: [1.0e-4, 3.0e-4]
@@ -39,12 +39,16 @@ slurm:
   test_only: never
   sbatch:
     time: "00:05:00"
+monitoring:
+  class_name: LogMonitor
+  termination_str: done split_lr
+  poll_interval_seconds: 0.5
 """
 
 
 @dataclass
 class Env:
-    """A working directory with the stand-ins on PATH."""
+    """A working directory with the stand-in runtimes first on PATH."""
 
     cwd: Path
     log: Path
@@ -52,137 +56,126 @@ class Env:
     environ: dict[str, str]
 
     def run(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, str(RUNNER), *args]
         return subprocess.run(
-            cmd,
+            [sys.executable, str(RUNNER), *args],
             cwd=self.cwd,
             env={**self.environ, **env},
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=240,
             check=False,
         )
 
-    def calls(self, tool: str | None = None) -> list[dict[str, Any]]:
+    def calls(self) -> list[dict[str, Any]]:
         if not self.log.exists():
             return []
-        records = [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
-        return [r for r in records if tool is None or r["tool"] == tool]
+        return [json.loads(line) for line in self.log.read_text(encoding="utf-8").splitlines()]
 
     def write_config(self, container: str) -> Path:
         path = self.cwd / "cfg.yaml"
         path.write_text(CONFIG + container, encoding="utf-8")
         return path
 
-
-def _install(bin_dir: Path, name: str, source: Path) -> None:
-    target = bin_dir / name
-    target.write_text(
-        f"#!{sys.executable}\n" + source.read_text(encoding="utf-8"), encoding="utf-8"
-    )
-    target.chmod(0o755)
+    def scripts(self) -> list[Path]:
+        return sorted((self.cwd / "runs" / "plans").glob("*/scripts/*.sbatch"))
 
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    source = (HERE / "stand_in" / "container_runtime.py").read_text(encoding="utf-8")
     for runtime in ("apptainer", "singularity"):
-        _install(bin_dir, runtime, HERE / "stand_in" / "container_runtime.py")
-    _install(bin_dir, "sbatch", HERE / "stand_in" / "sbatch.py")
+        tool = bin_dir / runtime
+        tool.write_text(f"#!{sys.executable}\n{source}", encoding="utf-8")
+        tool.chmod(0o755)
     cwd = tmp_path / "work"
     cwd.mkdir()
     image = tmp_path / "images" / "train.sif"
     image.parent.mkdir()
-    image.write_bytes(b"not really an image")
-    environ = {
-        **os.environ,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        "STANDIN_LOG": str(tmp_path / "calls.jsonl"),
-    }
-    return Env(cwd=cwd, log=tmp_path / "calls.jsonl", image=image, environ=environ)
+    image.write_bytes(b"stand-in image")
+    log = tmp_path / "runtime_calls.jsonl"
+    path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    return Env(cwd, log, image, {**os.environ, "PATH": path, "STANDIN_LOG": str(log)})
 
 
-def _plan_argv(python: str) -> list[str]:
+def _inner_plan(python: str) -> list[str]:
     return [python, "-m", "oellm_autoexp.cli", "submit", "cfg.yaml", "--dry-run"]
 
 
-def test_plan_inside_container_sbatch_on_host(env: Env) -> None:
+def test_no_run_plans_inside_the_container_and_prints_host_commands(env: Env) -> None:
     env.write_config(f"container:\n  image: {env.image}\n  runtime: apptainer\n")
-    done = env.run("cfg.yaml", "--no-monitor", "--container-python", sys.executable)
+    done = env.run("cfg.yaml", "--no-run", "--container-python", sys.executable)
     assert done.returncode == 0, done.stderr
-
-    runtime_calls = env.calls("apptainer")
-    assert len(runtime_calls) == 1
-    assert runtime_calls[0]["argv"] == [
+    (call,) = env.calls()
+    assert call["tool"] == "apptainer"
+    assert call["argv"] == [
         "exec",
         "--bind",
         str(env.cwd),
         "--pwd",
         str(env.cwd),
         str(env.image),
-        *_plan_argv(sys.executable),
+        *_inner_plan(sys.executable),
     ]
-    sbatch_calls = env.calls("sbatch")
-    scripts = sorted((env.cwd / "runs" / "plans").glob("*/scripts/*.sbatch"))
-    assert [s.name for s in scripts] == ["split_lr0.0001.sbatch", "split_lr0.0003.sbatch"]
-    assert [c["argv"] for c in sbatch_calls] == [["--parsable", str(s)] for s in scripts]
-    assert not any(c["in_container"] for c in sbatch_calls)  # sbatch ran on the host only
-
-    assert f"submitted {scripts[0]} as job 1001" in done.stdout
-    assert f"submitted {scripts[1]} as job 1002" in done.stdout
-    (record,) = (scripts[0].parent.parent / "submissions").glob("*.json")
-    data = json.loads(record.read_text(encoding="utf-8"))
-    assert data["image"] == str(env.image)
-    assert [s["job_id"] for s in data["submissions"]] == ["1001", "1002"]
-    assert data["plan"] == str(scripts[0].parent.parent / "plan.json")
-
-
-def test_no_run_prints_the_host_commands_and_submits_nothing(env: Env) -> None:
-    env.write_config(f"container:\n  image: {env.image}\n  runtime: singularity\n")
-    done = env.run("cfg.yaml", "--no-run", "--container-python", sys.executable)
-    assert done.returncode == 0, done.stderr
-    assert [c["tool"] for c in env.calls()] == ["singularity"]
-    scripts = sorted((env.cwd / "runs" / "plans").glob("*/scripts/*.sbatch"))
-    printed = done.stdout.split("sbatch commands (--no-run: nothing submitted):\n", 1)[
-        1
-    ].splitlines()
-    assert printed == [f"sbatch --parsable {s}" for s in scripts]
+    assert [s.name for s in env.scripts()] == ["split_lr0.0001.sbatch", "split_lr0.0003.sbatch"]
+    printed = done.stdout.split("(--no-run: nothing submitted):\n", 1)[1].splitlines()
+    assert printed == [f"sbatch --parsable {s}" for s in env.scripts()]
+    assert not (env.cwd / "runs" / "monitoring_state").exists()  # nothing submitted
 
 
 def test_image_flag_overrides_a_config_without_container(env: Env) -> None:
     env.write_config("container: null\n")
     done = env.run(
-        "cfg.yaml", "--no-run", "--image", str(env.image), "--runtime", "singularity",
-        "--env", "A=1 2", "--container-python", sys.executable,
-    )  # fmt: skip
+        "cfg.yaml",
+        "--no-run",
+        "--image",
+        str(env.image),
+        "--runtime",
+        "singularity",
+        "--env",
+        "A=1 2",
+        "--container-python",
+        sys.executable,
+    )
     assert done.returncode == 0, done.stderr
     (call,) = env.calls()
     assert call["tool"] == "singularity"
-    assert call["argv"][: call["argv"].index(str(env.image))] == [
-        "exec", "--bind", str(env.cwd), "--env", "A=1 2", "--pwd", str(env.cwd),
-    ]  # fmt: skip
+    before_image = call["argv"][: call["argv"].index(str(env.image))]
+    assert before_image == ["exec", "--bind", str(env.cwd), "--env", "A=1 2", "--pwd", str(env.cwd)]
 
 
-def test_without_container_everything_runs_on_the_host(env: Env) -> None:
+def test_image_flag_does_not_load_the_config_or_hydra_on_the_host(env: Env) -> None:
+    # The host never parses the config here: a config the host could not even read is fine,
+    # because only the plan step inside the container reads it.
     env.write_config("container: null\n")
-    done = env.run("cfg.yaml", "--no-monitor")
-    assert done.returncode == 0, done.stderr
-    assert env.calls("apptainer") == [] and env.calls("singularity") == []
-    assert [c["argv"][0] for c in env.calls("sbatch")] == ["--parsable", "--parsable"]
-    assert "plan on the host:" in done.stdout
+    probe = (
+        "import runpy, sys\n"
+        f"sys.argv = [{str(RUNNER)!r}, 'cfg.yaml', '--no-run', '--image', {str(env.image)!r},\n"
+        f"            '--runtime', 'apptainer', '--container-python', {sys.executable!r}]\n"
+        "try:\n"
+        "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    code = exc.code\n"
+        "print('RC', code, 'HYDRA', 'hydra' in sys.modules, 'LOADER', "
+        "'oellm_autoexp.config.loader' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=env.cwd,
+        env=env.environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "RC 0 HYDRA False LOADER False" in done.stdout, done.stderr
 
 
 def test_config_error_inside_the_container_is_exit_2_with_its_message(env: Env) -> None:
-    env.write_config(f"container:\n  image: {env.image}\n")
-    (env.cwd / "cfg.yaml").write_text(
-        (env.cwd / "cfg.yaml").read_text(encoding="utf-8").replace("max_array_size", "x")
-        + "slurm_typo: 1\n",
-        encoding="utf-8",
-    )
+    env.write_config("container: null\nslurm_typo: 1\n")
     done = env.run(
         "cfg.yaml",
-        "--no-monitor",
+        "--no-run",
         "--image",
         str(env.image),
         "--runtime",
@@ -191,21 +184,18 @@ def test_config_error_inside_the_container_is_exit_2_with_its_message(env: Env) 
         sys.executable,
     )
     assert done.returncode == 2
-    assert "the plan step failed" in done.stderr and "slurm_typo" in done.stderr
-    assert env.calls("sbatch") == []
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_autoexp_container.py: error: the plan step failed")
+    assert "slurm_typo: unknown key" in last
     assert "Traceback" not in done.stderr
 
 
-def test_failed_sbatch_keeps_the_earlier_submission_and_exits_1(env: Env) -> None:
-    env.write_config(f"container:\n  image: {env.image}\n")
-    done = env.run(
-        "cfg.yaml", "--no-monitor", "--container-python", sys.executable, STANDIN_SBATCH_FAIL_AT="2"
-    )
-    assert done.returncode == 1
-    assert "Invalid account" in done.stderr
-    (record,) = (env.cwd / "runs" / "plans").glob("*/submissions/*.json")
-    data = json.loads(record.read_text(encoding="utf-8"))
-    assert [s["job_id"] for s in data["submissions"]] == ["1001"]
+def test_config_error_while_detecting_the_container_is_exit_2(env: Env) -> None:
+    env.write_config("container: {image: 3}\nslurm_typo: 1\n")
+    done = env.run("cfg.yaml", "--no-run")
+    assert done.returncode == 2
+    assert "cfg.yaml: slurm_typo: unknown key" in done.stderr
+    assert env.calls() == []
 
 
 def test_missing_image_is_reported_by_the_runtime(env: Env) -> None:
@@ -213,4 +203,78 @@ def test_missing_image_is_reported_by_the_runtime(env: Env) -> None:
     done = env.run("cfg.yaml", "--no-run", "--container-python", sys.executable)
     assert done.returncode == 1
     assert "could not open image" in done.stderr
-    assert "\n" not in done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr
+
+
+def test_scripts_not_visible_on_the_host_are_refused_before_sbatch(
+    env: Env, tmp_path: Path
+) -> None:
+    # The plan step writes its output where the host cannot see it (a path outside every bind
+    # that the stand-in "container" then removes): the runner must stop, not submit.
+    elsewhere = tmp_path / "container-only"
+    env.write_config(f"container:\n  image: {env.image}\n")
+    text = (env.cwd / "cfg.yaml").read_text(encoding="utf-8").replace("./runs", str(elsewhere))
+    (env.cwd / "cfg.yaml").write_text(text, encoding="utf-8")
+    wrapper = tmp_path / "inner_python"
+    wrapper.write_text(
+        f'#!/bin/sh\n"{sys.executable}" "$@"; rc=$?; rm -rf "{elsewhere}"; exit $rc\n',
+        encoding="utf-8",
+    )
+    wrapper.chmod(0o755)
+    done = env.run("cfg.yaml", "--no-monitor", "--container-python", str(wrapper))
+    assert done.returncode == 2
+    assert "is not visible on this host; bind the output directory" in done.stderr
+
+
+# --- with a real SLURM on the host ---------------------------------------------------------
+
+
+def _with_slurm(env: Env, cluster: Any) -> dict[str, str]:
+    return {
+        "SLURM_CONF": cluster.env["SLURM_CONF"],
+        "PATH": f"{env.environ['PATH']}{os.pathsep}{cluster.env['PATH']}",
+    }
+
+
+@pytest.mark.slurm
+def test_submit_on_the_host_then_monitor_to_completion(env: Env, slurm_cluster: Any) -> None:
+    env.write_config(f"container:\n  image: {env.image}\n  runtime: apptainer\n")
+    done = env.run(
+        "cfg.yaml", "--container-python", sys.executable, **_with_slurm(env, slurm_cluster)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [c["tool"] for c in env.calls()] == ["apptainer"]  # planning only, inside
+    (session_file,) = (env.cwd / "runs" / "monitoring_state").glob("*.json")
+    session = json.loads(session_file.read_text(encoding="utf-8"))
+    jobs = session["jobs"]
+    assert sorted(j["name"] for j in jobs) == ["split_lr0.0001", "split_lr0.0003"]
+    # a finished job's SLURM id is kept in its last attempt
+    assert all(j["state"] == "completed" and j["attempts"][-1]["job_id"].isdigit() for j in jobs)
+    # sbatch ran on the host against the real cluster: SLURM wrote the logs of those job ids.
+    for job in jobs:
+        log = Path(job["log_path"].replace("%j", job["attempts"][-1]["job_id"]))
+        assert f"done {job['name']}" in log.read_text(encoding="utf-8")
+
+
+@pytest.mark.slurm
+def test_no_monitor_returns_after_submission_and_monitor_only_resumes(
+    env: Env, slurm_cluster: Any
+) -> None:
+    env.write_config("container: null\n")  # no container: everything on the host
+    extra = _with_slurm(env, slurm_cluster)
+    done = env.run("cfg.yaml", "--no-monitor", **extra)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert env.calls() == []
+    assert "plan on the host:" in done.stdout and "2 job(s) submitted" in done.stdout
+    (session_file,) = (env.cwd / "runs" / "monitoring_state").glob("*.json")
+    submitted = json.loads(session_file.read_text(encoding="utf-8"))["jobs"]
+    # (a job that already finished within the submitting poll keeps its id in its last attempt)
+    ids = [j["job_id"] or j["attempts"][-1]["job_id"] for j in submitted]
+    assert all(i.isdigit() for i in ids)
+
+    resumed = env.run("cfg.yaml", "--monitor-only", **extra)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    jobs = json.loads(session_file.read_text(encoding="utf-8"))["jobs"]
+    # the same SLURM jobs, driven to the end by the resumed monitor
+    assert [j["attempts"][-1]["job_id"] for j in jobs] == ids
+    assert all(j["state"] == "completed" for j in jobs)
