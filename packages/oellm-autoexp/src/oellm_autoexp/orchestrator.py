@@ -413,7 +413,7 @@ def write_plan(
     """
     import yaml
 
-    from oellm_autoexp.atomic import write_json_atomic, write_text_atomic
+    from oellm_autoexp.atomic import write_text_atomic
     from oellm_autoexp.slurm.validate import (
         bash_syntax_check,
         check_script,
@@ -429,14 +429,16 @@ def write_plan(
     for path, text in result.scripts.items():
         write_text_atomic(path, text, mode=0o755)
     # SLURM does not create the directory of --output; a missing one kills the job at start.
-    for log_dir in sorted({Path(job.log_path).parent for job in plan.jobs}):
-        log_dir.mkdir(parents=True, exist_ok=True)
+    for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan.plan_dir / "config.yaml", yaml.safe_dump(result.config, sort_keys=False))
-    write_json_atomic(
+    write_text_atomic(
         plan.plan_dir / "sweep.json",
-        {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep},
+        _json_one_item_per_line(
+            {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
+        ),
     )
-    write_json_atomic(plan.plan_dir / "plan.json", plan.to_dict())
+    write_text_atomic(plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"))
     checked = list(result.scripts)[:CHECKED_SCRIPTS]
     bash_syntax_check(checked)
     notes: list[str] = []
@@ -462,6 +464,21 @@ def write_plan(
             return notes
     notes.append(f"sbatch --test-only accepted {len(checked)} of {len(result.scripts)} script(s)")
     return notes
+
+
+def _json_one_item_per_line(document: dict[str, Any], key: str) -> str:
+    """Strict JSON with each element of `document[key]` on its own line.
+
+    Readable and diffable like indented JSON, but every line goes through the C encoder
+    (`indent=` falls back to the pure-Python one: 10 s instead of 0.3 s for 10,000 jobs).
+    """
+    import json
+
+    head = {k: v for k, v in document.items() if k != key}
+    items = ",\n".join(json.dumps(item, allow_nan=False) for item in document[key])
+    prefix = json.dumps(head, allow_nan=False)[:-1]
+    separator = ", " if head else ""
+    return f"{prefix}{separator}{json.dumps(key)}: [\n{items}\n]}}\n"
 
 
 __all__ = ["PlanResult", "build_plan", "output_root", "write_plan"]
