@@ -185,3 +185,46 @@ def test_importing_the_package_and_megatron_backend_imports_nothing_heavy() -> N
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        [str(PACKAGE / "examples" / "megatron_gpt.yaml")],
+        ["autoexp", "backend=megatron", "project.base_output_dir=out"],
+    ],
+    ids=["example", "hydra-group"],
+)
+def test_shipped_megatron_configs_plan_where_megatron_imports(
+    tmp_path: Path, ref: list[str]
+) -> None:
+    done = _run(["plan", *ref, "--test-only", "never"], cwd=tmp_path, pythonpath=STAND_IN)
+    assert done.returncode == 0, done.stderr
+    (plan_json,) = tmp_path.glob("*/**/plans/*/plan.json")
+    jobs = json.loads(plan_json.read_text(encoding="utf-8"))["jobs"]
+    assert all(j["command"][0] == "torchrun" and "--bf16" in j["command"] for j in jobs)
+    assert all(f"--save={j['output_dir']}/checkpoints" in j["command"] for j in jobs)
+
+    without = _run(["plan", *ref, "--test-only", "never"], cwd=tmp_path, pythonpath=None)
+    assert without.returncode == 2
+    assert "backend.schema_file: cannot validate Megatron arguments" in without.stderr
+
+
+def test_example_sweep_reaches_megatron_arguments(tmp_path: Path) -> None:
+    ref = str(PACKAGE / "examples" / "megatron_gpt.yaml")
+    done = _run(["plan", ref, "--test-only", "never"], cwd=tmp_path, pythonpath=STAND_IN)
+    assert done.returncode == 0, done.stderr
+    (plan_json,) = tmp_path.glob("autoexp_runs/gpt_small/plans/*/plan.json")
+    jobs = json.loads(plan_json.read_text(encoding="utf-8"))["jobs"]
+    pairs = sorted(
+        (
+            next(a for a in j["command"] if a.startswith("--lr=")),
+            next(a for a in j["command"] if a.startswith("--global-batch-size=")),
+        )
+        for j in jobs
+    )
+    assert pairs == [
+        (f"--lr={lr}", f"--global-batch-size={gbs}")
+        for lr in ("0.0003", "0.0006", "0.001")
+        for gbs in (256, 512)
+    ]

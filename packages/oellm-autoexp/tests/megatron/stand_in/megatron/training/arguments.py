@@ -206,8 +206,9 @@ def _add_data_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--tokenizer-type",
         type=str,
         default=None,
-        choices=["GPT2BPETokenizer", "HuggingFaceTokenizer"],
+        choices=["GPT2BPETokenizer", "HuggingFaceTokenizer", "NullTokenizer"],
     )
+    group.add_argument("--vocab-size", type=int, default=None)
     group.add_argument("--data-cache-path", default=None)
     group.add_argument("--mock-data", action="store_true")
     group.add_argument("--num-workers", type=int, default=2)
