@@ -59,11 +59,15 @@ def _plan(
     config: str, overrides: Sequence[str], config_dir: Path | None, test_only: str | None
 ) -> tuple[PlanResult, list[str]]:
     from oellm_autoexp.config.loader import load_config
+    from oellm_autoexp.errors import ConfigError
     from oellm_autoexp.orchestrator import build_plan, write_plan
 
     loaded = load_config(config, overrides, config_dir=config_dir)
-    result = build_plan(loaded.root)
-    notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
+    try:
+        result = build_plan(loaded.root)
+        notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
+    except ConfigError as exc:  # name the config it came from, unless it names its own file
+        raise exc.with_file(loaded.source) from None
     return result, notes
 
 

@@ -20,6 +20,7 @@ EXAMPLES = {
     "hello_sweep": [str(EXAMPLE)],
     "autoexp_default": ["autoexp"],
     "autoexp_lr_grid_local": ["autoexp", "sweep=lr_grid", "slurm=local"],
+    "autoexp_monitored": ["autoexp", "monitoring=log", "restart=selective", "slurm=local"],
     "autoexp_per_job_scripts": ["autoexp", "sweep=lr_grid", "slurm=local", "slurm.array=false"],
 }
 
@@ -73,7 +74,16 @@ def test_planned_array_runs_on_slurm_and_each_task_runs_its_own_job(
         text = _read(log)
         assert f"starting {job['name']} ({job['job_id']})" in text, slurm_cluster.log_tail()
         assert expected in text, text
+        assert f"oellm-autoexp: completed {job['name']}" in _read(log) or _wait_for(
+            log, f"oellm-autoexp: completed {job['name']}", deadline
+        )
         assert Path(job["output_dir"]).is_dir()
+
+
+def _wait_for(path: Path, text: str, deadline: float) -> bool:
+    while time.monotonic() < deadline and text not in _read(path):
+        time.sleep(0.3)
+    return text in _read(path)
 
 
 def _read(path: Path) -> str:

@@ -163,6 +163,7 @@ SAMPLES = {
     "hello_sweep": (str(EXAMPLES / "hello_sweep.yaml"), []),
     "autoexp_default": ("autoexp", []),
     "autoexp_booster_grid": ("autoexp", ["slurm=juwels_booster", "sweep=lr_grid"]),
+    "autoexp_monitored": ("autoexp", ["monitoring=log", "restart=selective", "slurm=local"]),
 }
 
 
@@ -182,3 +183,29 @@ def test_dump_config_round_trips_and_matches_golden(
 
 def test_packaged_config_tree_is_found() -> None:
     assert (package_config_dir() / "autoexp.yaml").is_file()
+
+
+def test_monitor_and_restart_groups_select_registered_implementations() -> None:
+    root = load_config("autoexp", ["monitoring=log", "restart=selective"]).root
+    assert type(root.monitoring).__name__ == "LogMonitorConfig"
+    assert [type(p).__name__ for p in root.restart_policies] == [
+        "SelectiveRestartPolicyConfig",
+        "TimeLimitRestartPolicyConfig",
+    ]
+    assert root.restart_policies[0].exclude_error_types == ["oom", "exception"]
+
+
+def test_a_config_class_check_is_reported_with_the_config_file() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(
+            "autoexp",
+            ["monitoring=log", "restart=selective", "restart.policies.0.default_action=x"],
+        )
+    assert str(info.value).startswith(str(package_config_dir() / "autoexp.yaml"))
+    assert "expected 'restart' or 'stop'" in str(info.value)
+
+
+def test_the_log_monitor_preset_waits_for_the_marker_the_default_template_prints() -> None:
+    marker = load_config("autoexp", ["monitoring=log"]).root.monitoring.termination_str
+    template = PACKAGE / "src/oellm_autoexp/slurm/templates/default.sbatch.j2"
+    assert f'echo "{marker} ${{AUTOEXP_JOB_NAME}}"' in template.read_text()

@@ -260,6 +260,8 @@ def parse_config(data: Mapping[str, Any], *, source: str | None = None) -> RootC
         root = compoconf_parse(RootConfig, dict(data), strict=True, strict_types=True)
     except (ValueError, KeyError, TypeError) as exc:
         raise translate_parse_error(exc, source) from None
+    except ConfigError as exc:  # raised by a config class's own __post_init__ check
+        raise exc.with_file(source) if source else exc from None
     finally:
         compoconf_log.setLevel(level)
     assert isinstance(root, RootConfig)
