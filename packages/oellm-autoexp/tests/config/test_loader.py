@@ -151,6 +151,17 @@ def test_unknown_group_option_lists_the_available_ones() -> None:
         load_config("nosuch")
 
 
+def test_unknown_group_or_key_override_on_a_config_name_is_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config("autoexp", ["clusterr=big"])
+    assert str(info.value).endswith(
+        "Could not override 'clusterr': Key 'clusterr' is not in struct; "
+        "to append to your config use +clusterr=big"
+    )
+    with pytest.raises(ConfigError, match="Key 'nme' is not in struct"):
+        load_config("autoexp", ["project.nme=x"])
+
+
 def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="config file not found"):
         load_config(tmp_path / "absent.yaml")

@@ -196,14 +196,18 @@ def _raise_malformed_yaml_in(directory: Path) -> None:
 
 
 def _hydra_message(exc: Exception) -> str:
-    """Hydra's first line, plus the available options when a group option was not found."""
+    """Hydra's message on one line: what failed, why (its cause), and the available options."""
     text = str(exc)
-    first = _first_line(text)
     match = re.search(r"Available options in '([^']+)':\n((?:\t.*\n?)+)", text)
     if match:
         options = [line.strip() for line in match[2].splitlines() if line.strip()]
-        first += f" (available in {match[1]}: {', '.join(options)})"
-    return first
+        return f"{_first_line(text)} (available in {match[1]}: {', '.join(options)})"
+    parts = [_first_line(text).rstrip(".")]
+    if exc.__cause__ is not None:
+        parts.append(_first_line(exc.__cause__))
+    hints = [line.strip() for line in text.splitlines()[1:] if line.strip().startswith("To ")]
+    parts += [hint[0].lower() + hint[1:] for hint in hints]
+    return ": ".join(parts[:2]) + "".join(f"; {hint}" for hint in parts[2:])
 
 
 def _omegaconf_error(exc: Exception, source: str) -> ConfigError:
