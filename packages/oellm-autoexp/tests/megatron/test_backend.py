@@ -200,3 +200,38 @@ def test_whole_placeholder_keeps_the_sweep_value_type(megatron_importable: Path)
         backend.validate([_job({"lr": "fast"})])
     assert err.value.key == "backend.megatron.lr"
     assert "expected a number for --lr, got 'fast' (the value of job gpt_0)" in str(err.value)
+
+
+def test_parser_runs_once_per_argv_shape_not_once_per_job(
+    megatron_importable: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = _backend(**BASE)
+    parser = backend.argument_source().parser
+    assert parser is not None
+    calls: list[list[str]] = []
+    real_parse = parser.parse_args
+
+    def counting(args: list[str]) -> Any:
+        calls.append(args)
+        return real_parse(args)
+
+    monkeypatch.setattr(parser, "parse_args", counting)
+    jobs = [_job({"backend.megatron.lr": 1e-5 * (i + 1)}, index=i) for i in range(50)]
+    backend.validate(jobs)
+    assert len(calls) == 1  # values the schema checks fully do not change the parse outcome
+    assert [a for a in backend.build_launch(jobs[49]).argv if a.startswith("--lr=")] == [
+        "--lr=0.0005"
+    ]
+
+    # a value only the parser can check (custom type function) is parsed per distinct value
+    layouts = [
+        _job({"backend.megatron.pipeline_model_parallel_layout": v}, index=i)
+        for i, v in enumerate(["1,2", "(3,4)", "1,x"])
+    ]
+    with pytest.raises(ConfigError) as err:
+        backend.validate(layouts)
+    assert err.value.key == "backend.megatron.pipeline_model_parallel_layout"
+    assert "invalid tuple_type value: '1,x'" in str(
+        err.value
+    ) and "(the value of job gpt_2)" in str(err.value)
+    assert len(calls) == 4

@@ -30,7 +30,11 @@ from typing import Any
 from compoconf import register
 
 from oellm_autoexp.backends.base import BackendConfig, BackendInterface, JobContext, LaunchCommand
-from oellm_autoexp.backends.megatron.cmdline import check_with_parser, serialise
+from oellm_autoexp.backends.megatron.cmdline import (
+    check_with_parser,
+    parse_outcome_key,
+    serialise_tokens,
+)
 from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
 from oellm_autoexp.backends.megatron.validate import normalise_args
 from oellm_autoexp.errors import ConfigError
@@ -107,11 +111,13 @@ class MegatronBackend(BackendInterface):
 
     def megatron_args(self, job: JobContext) -> dict[str, Any]:
         """The job's Megatron arguments (config + sweep values, placeholders filled), unchecked."""
+        return self._merged_args(job, job.format_fields())
+
+    def _merged_args(self, job: JobContext, fields_: Mapping[str, Any]) -> dict[str, Any]:
         merged: dict[str, Any] = dict(self.config.megatron)
         for key, value in job.params.items():
             if key.startswith(_PARAM_PREFIX):
                 merged[key[len(_PARAM_PREFIX) :]] = value
-        fields_ = job.format_fields()
         return {
             dest: _format_value(value, fields_, key=f"{ARGS_KEY}.{dest}")
             for dest, value in merged.items()
@@ -119,34 +125,43 @@ class MegatronBackend(BackendInterface):
 
     def _megatron_argv(self, job: JobContext) -> tuple[str, ...]:
         source = self.argument_source()
+        fields_ = job.format_fields()
         try:
-            normalised = normalise_args(
-                self.megatron_args(job),
-                source.schema,
-                key_prefix=ARGS_KEY,
-                other_keys=_config_field_names(),
-            )
-            fields_ = job.format_fields()
-            extra = [
+            args = self._merged_args(job, fields_)
+            extra = tuple(
                 _format(t, fields_, key=f"{KEY}.extra_args[{i}]")
                 for i, t in enumerate(self.config.extra_args)
-            ]
-            argv = [*serialise(normalised, source.schema), *extra]
+            )
+            # The planner builds one backend per distinct sweep point and asks each for the
+            # command it already validated: the same arguments give the same argv.
+            memo_key = (repr(list(args.items())), extra)
+            cached = source.argv_memo.get(memo_key)
+            if cached is not None:
+                return cached
+            normalised = normalise_args(
+                args, source.schema, key_prefix=ARGS_KEY, other_keys=_config_field_names()
+            )
+            tokens = serialise_tokens(normalised, source.schema)
+            argv = (*(t for _, spec_tokens in tokens for t in spec_tokens), *extra)
             if source.parser is not None:
-                check_with_parser(
-                    source.parser,
-                    argv,
-                    source.schema,
-                    key_prefix=ARGS_KEY,
-                    extra_key=f"{KEY}.extra_args",
-                )
+                shape = parse_outcome_key(tokens, extra)
+                if shape not in source.parsed_shapes:
+                    check_with_parser(
+                        source.parser,
+                        argv,
+                        source.schema,
+                        key_prefix=ARGS_KEY,
+                        extra_key=f"{KEY}.extra_args",
+                    )
+                    source.parsed_shapes.add(shape)
         except ConfigError as exc:
             if self._varies_per_job(exc.key, job):
                 raise ConfigError(
                     f"{exc.detail} (the value of job {job.name})", key=exc.key, file=exc.file
                 ) from None
             raise
-        return tuple(argv)
+        source.argv_memo[memo_key] = argv
+        return argv
 
     def _varies_per_job(self, key: str | None, job: JobContext) -> bool:
         """Whether the value at `key` comes from the sweep (directly or through a placeholder)."""

@@ -19,7 +19,7 @@ import argparse
 import contextlib
 import io
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -29,13 +29,18 @@ from oellm_autoexp.errors import ConfigError
 
 def serialise(args: Mapping[str, Any], schema: ArgSchema) -> list[str]:
     """The argv tokens for `args` (normalised), in the order given."""
-    argv: list[str] = []
+    return [token for _, tokens in serialise_tokens(args, schema) for token in tokens]
+
+
+def serialise_tokens(args: Mapping[str, Any], schema: ArgSchema) -> list[tuple[ArgSpec, list[str]]]:
+    """Each destination's spec with its argv tokens (empty when the value is the default)."""
+    out: list[tuple[ArgSpec, list[str]]] = []
     for dest, value in args.items():
         spec = schema.get(dest)
         if spec is None:  # normalise_args rejects these first; keep the invariant explicit
             raise KeyError(dest)
-        argv.extend(serialise_one(spec, value))
-    return argv
+        out.append((spec, serialise_one(spec, value)))
+    return out
 
 
 def serialise_one(spec: ArgSpec, value: Any) -> list[str]:
@@ -120,3 +125,24 @@ def _dest_for_option(options: Sequence[str], schema: ArgSchema) -> str | None:
         if spec.option in wanted or (spec.negative_option and spec.negative_option in wanted):
             return spec.dest
     return None
+
+
+def parse_outcome_key(
+    tokens: Sequence[tuple[ArgSpec, Sequence[str]]], extra: Sequence[str]
+) -> Hashable:
+    """What decides whether Megatron's parser accepts an argv, beyond what the schema checked.
+
+    `tokens` is `serialise_tokens(...)` of normalised arguments. Values the schema checks
+    completely (int, float, str, choices, list lengths) parse by construction (the round-trip
+    property), so only *which* options appear matters for them (mutually exclusive or required
+    options). Values the schema cannot check (custom type functions), the exact flag spelled
+    (``--x`` or ``--no-x``) and the verbatim `extra` tokens are part of the key. Two argvs with
+    the same key parse alike.
+    """
+    shape: list[tuple[str, tuple[str, ...]]] = []
+    for spec, spec_tokens in tokens:
+        if not spec_tokens:
+            continue
+        exact = spec.value_type == "custom" or spec.kind in ("flag", "bool_optional")
+        shape.append((spec.dest, tuple(spec_tokens) if exact else ()))
+    return (tuple(shape), tuple(extra))

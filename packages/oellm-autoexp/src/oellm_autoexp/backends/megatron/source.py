@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -31,10 +32,19 @@ class MegatronUnavailableError(Exception):
 
 @dataclass(frozen=True)
 class ArgumentSource:
-    """A schema plus, when Megatron-LM itself was importable, its parser for a final check."""
+    """A schema plus, when Megatron-LM itself was importable, its parser for a final check.
+
+    `parsed_shapes` remembers which argv shapes the parser already accepted (see
+    `cmdline.parse_outcome_key`) and `argv_memo` the argv built for given arguments, so that a
+    10,000-point sweep runs the parser a handful of times, not 10,000 times.
+    """
 
     schema: ArgSchema
     parser: argparse.ArgumentParser | None
+    parsed_shapes: set[Hashable] = field(default_factory=set, compare=False, repr=False)
+    argv_memo: dict[Hashable, tuple[str, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 class _ParserCapturedError(Exception):
