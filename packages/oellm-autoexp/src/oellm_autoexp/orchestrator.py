@@ -54,6 +54,7 @@ class PlanResult:
     scripts: Mapping[Path, str]  # rendered text by path
     sweep: list[dict[str, Any]]  # the sweep.json entries
     config: dict[str, Any]  # dump_config of the RootConfig
+    store_sweep_json: bool = True
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -110,7 +111,13 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         {"job_id": c.job_id, "name": c.name, "index": c.index, "params": dict(c.params)}
         for c in contexts
     ]
-    return PlanResult(plan=plan, scripts=texts, sweep=sweep, config=dumped)
+    return PlanResult(
+        plan=plan,
+        scripts=texts,
+        sweep=sweep,
+        config=dumped,
+        store_sweep_json=config.sweep.store_sweep_json,
+    )
 
 
 def _assemble(
@@ -402,12 +409,11 @@ def _check_inside(path: Path, root: Path) -> None:
         raise ConfigError(f"planned path {path} is outside the output root {root}", key="project")
 
 
-def write_plan(
-    result: PlanResult, *, test_only: str = "auto", submit_cmd: str | None = None
-) -> list[str]:
+def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     """Write the plan's artifacts atomically and check the scripts. Returns notes for the user.
 
-    Layout: ``<plan_dir>/{config.yaml, sweep.json, plan.json, scripts/*.sbatch}``. The plan id
+    Layout: ``<plan_dir>/{config.yaml, sweep.json, plan.json, scripts/*.sbatch}`` (sweep.json
+    unless `sweep.store_sweep_json` is false). The plan id
     is a hash of the resolved config, so re-planning the same config rewrites identical files
     and a changed config gets a new directory: an earlier plan is never overwritten.
     """
@@ -432,17 +438,18 @@ def write_plan(
     for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
         Path(log_dir).mkdir(parents=True, exist_ok=True)
     write_text_atomic(plan.plan_dir / "config.yaml", yaml.safe_dump(result.config, sort_keys=False))
-    write_text_atomic(
-        plan.plan_dir / "sweep.json",
-        _json_one_item_per_line(
-            {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
-        ),
-    )
+    if result.store_sweep_json:
+        write_text_atomic(
+            plan.plan_dir / "sweep.json",
+            _json_one_item_per_line(
+                {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
+            ),
+        )
     write_text_atomic(plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"))
     checked = list(result.scripts)[:CHECKED_SCRIPTS]
     bash_syntax_check(checked)
     notes: list[str] = []
-    command = submit_cmd or plan.submit_cmd
+    command = plan.submit_cmd
     if test_only == "never":
         return notes
     if sbatch_available(command) is None:

@@ -244,6 +244,13 @@ def test_write_plan_writes_artifacts_atomically_and_they_read_back(tmp_path: Pat
     )
 
 
+def test_store_sweep_json_false_skips_only_sweep_json(tmp_path: Path) -> None:
+    result = build_plan(config(tmp_path, sweep={"store_sweep_json": False}))
+    write_plan(result, test_only="never")
+    assert not (result.plan.plan_dir / "sweep.json").exists()
+    assert (result.plan.plan_dir / "plan.json").is_file()
+
+
 def test_job_plan_dict_round_trip() -> None:
     job = JobPlan(
         job_id="abc",
