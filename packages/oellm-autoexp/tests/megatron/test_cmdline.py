@@ -147,13 +147,18 @@ def _args_strategy(schema: ArgSchema) -> st.SearchStrategy[dict[str, Any]]:
 
 def test_parse_of_serialise_is_identity(schema: ArgSchema, parser: argparse.ArgumentParser) -> None:
     defaults = vars(parser.parse_args([]))
+    dumped = ArgSchema.from_json(schema.to_json(), source="dumped schema")
 
     @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_args_strategy(schema))
     def check(args: dict[str, Any]) -> None:
         # generated values are already in normal form: validation accepts them unchanged
         assert normalise_args(args, schema, key_prefix=PREFIX) == args
-        parsed = vars(parser.parse_args(serialise(args, schema)))
+        argv = serialise(args, schema)
+        parsed = vars(parser.parse_args(argv))
         assert parsed == {**defaults, **args}
+        # a schema dumped to JSON (the no-Megatron path) validates and writes the same argv
+        assert normalise_args(args, dumped, key_prefix=PREFIX) == args
+        assert serialise(args, dumped) == argv
 
     check()
