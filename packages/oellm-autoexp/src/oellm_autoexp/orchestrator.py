@@ -417,9 +417,8 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     is a hash of the resolved config, so re-planning the same config rewrites identical files
     and a changed config gets a new directory: an earlier plan is never overwritten.
     """
-    import yaml
-
     from oellm_autoexp.atomic import write_text_atomic
+    from oellm_autoexp.config.yaml_text import dump_text
     from oellm_autoexp.slurm.validate import (
         bash_syntax_check,
         check_script,
@@ -437,7 +436,7 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     # SLURM does not create the directory of --output; a missing one kills the job at start.
     for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
         Path(log_dir).mkdir(parents=True, exist_ok=True)
-    write_text_atomic(plan.plan_dir / "config.yaml", yaml.safe_dump(result.config, sort_keys=False))
+    write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
     if result.store_sweep_json:
         write_text_atomic(
             plan.plan_dir / "sweep.json",

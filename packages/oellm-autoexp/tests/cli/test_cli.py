@@ -158,6 +158,7 @@ def test_bad_input_is_one_line_and_exit_2(
     case: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data: dict[str, object] = json.loads(json.dumps(BASE))
+    data["project"] = {"name": "p", "base_output_dir": str(tmp_path / "out")}
     args: list[str] = []
     if case == "malformed_yaml":
         path = write(tmp_path, "project:\n  name: p\n  base_output_dir: 'unclosed\n")
@@ -169,7 +170,7 @@ def test_bad_input_is_one_line_and_exit_2(
         if case == "wrong_type":
             slurm["max_array_size"] = "lots"
         elif case == "mixed_sweep":
-            data["sweep"] = {"axes": {"lr": [1e-4, "3e-4"]}}
+            data["sweep"] = {"axes": {"lr": [1e-4, "fast"]}}
         elif case == "missing_template":
             slurm["template"] = str(tmp_path / "missing.sbatch.j2")
         elif case == "undefined_variable":
@@ -183,6 +184,7 @@ def test_bad_input_is_one_line_and_exit_2(
         path = write(tmp_path, yaml.safe_dump(data))
     code, _, err = run_cli(["plan", str(path), *args], capsys)
     assert code == 2
+    assert not (tmp_path / "out").exists()  # a rejected config writes nothing
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
     assert lines[0].startswith("oellm-autoexp: error: ")

@@ -10,6 +10,7 @@ import yaml
 from oellm_autoexp.backends.command import CommandBackendConfig
 from oellm_autoexp.config.loader import dump_config, load_config, package_config_dir, parse_config
 from oellm_autoexp.config.schema import RootConfig
+from oellm_autoexp.config.yaml_text import dump_text
 from oellm_autoexp.errors import ConfigError
 
 PACKAGE = Path(__file__).resolve().parents[2]
@@ -189,7 +190,8 @@ def test_dump_config_round_trips_and_matches_golden(
     assert parse_config(dumped) == root
     assert dump_config(parse_config(yaml.safe_load(yaml.safe_dump(dumped)))) == dumped
     golden = GOLDEN / f"{sample}.yaml"
-    assert yaml.safe_dump(dumped, sort_keys=False) == golden.read_text()
+    assert dump_text(dumped) == golden.read_text()
+    assert load_config(golden).root == root  # the golden file is itself a loadable config
 
 
 def test_packaged_config_tree_is_found() -> None:
@@ -220,3 +222,39 @@ def test_the_log_monitor_preset_waits_for_the_marker_the_default_template_prints
     marker = load_config("autoexp", ["monitoring=log"]).root.monitoring.termination_str
     template = PACKAGE / "src/oellm_autoexp/slurm/templates/default.sbatch.j2"
     assert f'echo "{marker} ${{AUTOEXP_JOB_NAME}}"' in template.read_text()
+
+
+def test_unquoted_wall_clock_time_stays_a_string_in_plain_yaml_and_overrides(
+    tmp_path: Path,
+) -> None:
+    # YAML 1.1 reads 10:00:00 as 36000 (base 60); --time=36000 would be 25 days.
+    text = yaml.safe_dump(MINIMAL) + "slurm:\n  sbatch:\n    time: 10:00:00\n"
+    root = load_config(write(tmp_path, text)).root
+    assert root.slurm.sbatch["time"] == "10:00:00"
+    over = load_config(write(tmp_path, MINIMAL), ["+slurm.sbatch.time=2:30:00"]).root
+    assert over.slurm.sbatch["time"] == "2:30:00"
+    floats = load_config(
+        write(tmp_path, {**MINIMAL, "metadata": {"lr": "X"}}), ["metadata.lr=1e-4"]
+    )
+    assert floats.root.metadata["lr"] == 1e-4  # read as OmegaConf would: a float
+
+
+def test_unquoted_wall_clock_time_in_a_hydra_tree_is_refused_with_file_and_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "x.yaml").write_text("sbatch:\n  time: 10:00:00\n")
+    write(tmp_path, {"defaults": [{"slurm@slurm": "x"}, "_self_"], **MINIMAL}, "top.yaml")
+    with pytest.raises(ConfigError) as info:
+        load_config("top", config_dir=tmp_path)
+    assert str(info.value) == (
+        f"{tmp_path / 'slurm' / 'x.yaml'}:2: unquoted 10:00:00 is read by YAML as a base-60 "
+        "number; quote it ('10:00:00')"
+    )
+
+
+def test_duplicate_key_is_an_error_not_last_one_wins(tmp_path: Path) -> None:
+    path = write(tmp_path, "project:\n  name: a\n  name: b\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}:3:3: malformed YAML: found duplicate key 'name'")

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from oellm_autoexp.config.schema import RootConfig
+from oellm_autoexp.config.yaml_text import check_tree, load_text
 from oellm_autoexp.errors import ConfigError, closest
 
 # Modules whose import registers implementations with compoconf. Optional ones are skipped
@@ -98,7 +99,7 @@ def read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=path) from None
     try:
-        return yaml.safe_load(text)
+        return load_text(text)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
@@ -156,7 +157,7 @@ def _apply_override(cfg: Any, override: str, *, source: str) -> None:
         extra = f"; did you mean {hint!r}?" if hint else "; prefix it with + to add it"
         raise ConfigError(f"override {override!r}: key not in config{extra}", file=source)
     try:
-        value = yaml.safe_load(value_text) if value_text else ""
+        value = load_text(value_text) if value_text else ""
     except yaml.YAMLError:
         value = value_text
     OmegaConf.update(cfg, key, value, merge=True, force_add=True)
@@ -176,6 +177,14 @@ def _compose(
 
     if not (directory / f"{name}.yaml").is_file():
         raise ConfigError(f"no config named {name!r} in {directory}")
+    # Hydra reads files with OmegaConf's loader, which turns 10:00:00 into 36000: refuse them.
+    base60 = check_tree(directory)
+    if base60 is not None:
+        path, line, value = base60
+        raise ConfigError(
+            f"unquoted {value} is read by YAML as a base-60 number; quote it ('{value}')",
+            file=f"{path}:{line}",
+        )
     try:
         with initialize_config_dir(config_dir=str(directory), version_base=None):
             cfg = compose(config_name=name, overrides=list(overrides))
