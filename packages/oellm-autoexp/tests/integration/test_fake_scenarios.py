@@ -330,3 +330,23 @@ def test_transient_squeue_failures_never_fail_a_job_and_actions_are_collected(
         ("checkpoint_saved", "checkpoint_saved", "job0")
     ]
     assert controller.drain_actions() == []
+
+
+@pytest.mark.parametrize(("ckpt", "final"), [(True, "completed"), (False, "failed")])
+def test_termination_cmd_decides_whether_a_clean_exit_is_a_completed_run(
+    tmp_path: Path, make_session: Any, ckpt: bool, final: str
+) -> None:
+    monitor = {**FAST, "termination_cmd": "test -e {output_dir}/final.ckpt"}
+    session, store = make_session(tmp_path, jobs=1, array=False, monitor=monitor)
+    if ckpt:
+        (Path(session.jobs["k0"].output_dir) / "final.ckpt").write_text("x")
+    clock = FakeClock()
+    fake = FakeSlurmClient(
+        clock, lambda _r, jid, _n: Timeline(run_s=5, log_path=_log_of(session, jid))
+    )
+    _drive(MonitorController(fake, store, [session], clock=clock), clock)
+    job = store.load(session.session_id).jobs["k0"]
+    assert job.state == final
+    if not ckpt:
+        assert job.outcome is not None
+        assert job.outcome["error_type"] == "incomplete"

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -404,11 +406,14 @@ class MonitorController:
             job.slurm_state = info.state
         marker = self._read_logs(rt, job, now)
         if gone or (info is not None and info.terminal):
+            config = rt.settings.config
+            if not marker and config.termination_cmd:
+                marker = termination_cmd_succeeds(config.termination_cmd, job)
             cls = classify_end(
                 info,
                 self._attempt_signals(rt, job),
                 completed_marker=marker,
-                marker_required=bool(rt.settings.config.termination_str),
+                marker_required=bool(config.termination_str or config.termination_cmd),
             )
             return self._finish_attempt(rt, job, cls, now)
         assert info is not None
@@ -563,6 +568,38 @@ class MonitorController:
                 self.store.save(rt.session)
                 rt.dirty = rt.touched = False
                 rt.saved_at = now
+
+
+# A termination command that hangs must not hang the monitor.
+TERMINATION_CMD_TIMEOUT_S = 120.0
+
+
+def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
+    """Run `monitoring.termination_cmd` for a finished job; exit 0 means the run completed.
+
+    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` are filled in (shell-quoted). A
+    timeout or a command that cannot start counts as "not completed" and is logged.
+    """
+    job_id = str(job.job_id)
+    fields = {
+        "output_dir": job.output_dir,
+        "name": job.name,
+        "job_id": job_id,
+        "log": _fill_log_pattern(job.log_path, job_id, job.slurm_name),
+    }
+    try:
+        text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})
+        done = subprocess.run(
+            ["bash", "-c", text],
+            capture_output=True,
+            timeout=TERMINATION_CMD_TIMEOUT_S,
+            check=False,
+        )
+    except (KeyError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("job %s: termination_cmd failed to run (%s)", job.name, exc)
+        return False
+    log.info("job %s: termination_cmd exited %d", job.name, done.returncode)
+    return done.returncode == 0
 
 
 def _base_id(hits: list[JobInfo]) -> str | None:
