@@ -168,24 +168,16 @@ def parse_dry_run(stdout: str) -> list[list[str]]:
     return commands
 
 
-def run_plan_step(
-    argv: Sequence[str], *, timeout: float | None = None
-) -> tuple[list[list[str]], str]:
+def run_plan_step(argv: Sequence[str]) -> tuple[list[list[str]], str]:
     """Run the plan step (in the container or not): the sbatch commands it printed, and its stderr.
 
     A config error inside is the user's (exit 2); any other failure is a failed run (exit 1);
     both keep the plan step's own last line.
     """
     try:
-        done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False
-        )
+        done = subprocess.run(list(argv), capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise AutoexpUsageError(f"cannot run {argv[0]!r}: not found on PATH") from None
-    except subprocess.TimeoutExpired:
-        raise AutoexpRunError(
-            f"the plan step did not finish within {timeout} s: {shlex.join(argv)}"
-        ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         cls = AutoexpUsageError if done.returncode == 2 else AutoexpRunError

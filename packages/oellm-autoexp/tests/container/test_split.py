@@ -278,3 +278,19 @@ def test_no_monitor_returns_after_submission_and_monitor_only_resumes(
     # the same SLURM jobs, driven to the end by the resumed monitor
     assert [j["attempts"][-1]["job_id"] for j in jobs] == ids
     assert all(j["state"] == "completed" for j in jobs)
+
+
+def test_config_outside_the_working_directory_is_bound_too(env: Env, tmp_path: Path) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    config = configs / "cfg.yaml"
+    config.write_text(
+        CONFIG.replace("./runs", str(env.cwd / "runs")) + f"container:\n  image: {env.image}\n",
+        encoding="utf-8",
+    )
+    done = env.run(str(config), "--no-run", "--container-python", sys.executable)
+    assert done.returncode == 0, done.stderr
+    (call,) = env.calls()
+    binds = [call["argv"][i + 1] for i, a in enumerate(call["argv"]) if a == "--bind"]
+    assert binds == [str(env.cwd), str(configs)]
+    assert len(env.scripts()) == 2
