@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.backends.base import (
+    JOB_FIELDS,
     BackendConfig,
     BackendInterface,
     JobContext,
@@ -40,7 +41,16 @@ PLAN_FORMAT = 1
 # is a mistake (e.g. sweeping `project.name` cannot work).
 _BACKEND_PREFIX = "backend."
 _SBATCH_PREFIX = "slurm.sbatch."
-_SECTIONS = ("project.", "sweep.", "slurm.", "monitoring.", "restart", "scheduler.", "container.")
+_SECTIONS = (
+    "project.",
+    "sweep.",
+    "slurm.",
+    "monitoring.",
+    "restart.",
+    "restart_policies.",
+    "scheduler.",
+    "container.",
+)
 # How many scripts `write_plan` runs through bash -n / sbatch --test-only. All scripts come
 # from one template with quoted values, so the first few represent the rest.
 CHECKED_SCRIPTS = 8
@@ -81,7 +91,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     _check_slurm_settings(config)
 
     contexts = _job_contexts(config, root)
-    _check_monitoring(config, contexts)
+    _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
     backend.validate(contexts)
@@ -272,7 +282,7 @@ def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
     return contexts
 
 
-def _check_monitoring(config: RootConfig, contexts: Sequence[JobContext]) -> None:
+def _check_monitoring(config: RootConfig) -> None:
     monitoring: Any = config.monitoring
     if monitoring is None:
         return
@@ -286,10 +296,9 @@ def _check_monitoring(config: RootConfig, contexts: Sequence[JobContext]) -> Non
         )
     from oellm_autoexp.backends.command import check_template
 
-    known = ["output_dir", "name", "job_id", "index", "project"]
+    known = list(JOB_FIELDS)
     for i, template in enumerate(getattr(monitoring, "output_paths", None) or []):
         check_template(str(template), known, key=f"monitoring.output_paths[{i}]")
-    _ = contexts
 
 
 def _per_job_backends(
@@ -306,7 +315,7 @@ def _per_job_backends(
 
     if not any(k.startswith(_BACKEND_PREFIX) for ctx in contexts for k in ctx.params):
         return [default] * len(contexts)
-    base_data = {k: v for k, v in _dump(base_config).items()}
+    base_data = _dump(base_config)
     checked: set[tuple[str, str]] = set()
     cache: dict[str, BackendInterface] = {}
     result = []

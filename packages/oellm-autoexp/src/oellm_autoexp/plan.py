@@ -98,9 +98,9 @@ class ScriptPlan:
     job_ids: tuple[str, ...]  # JobPlan.job_id in task order (task i runs job_ids[i])
     array_spec: str | None  # e.g. "0-999%8"; None for a single-job script
 
-    def sbatch_argv(self, submit_cmd: str = "sbatch", *, extra: tuple[str, ...] = ()) -> list[str]:
+    def sbatch_argv(self, submit_cmd: str = "sbatch") -> list[str]:
         """The exact command that submits this script (``--parsable`` prints the job id)."""
-        return [*shlex.split(submit_cmd), "--parsable", *extra, str(self.path)]
+        return [*shlex.split(submit_cmd), "--parsable", str(self.path)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -131,6 +131,9 @@ def test_a_sweep_cannot_change_other_config_sections(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         build_plan(cfg)
     assert info.value.key == "sweep param project.name"
+    # a free param that merely starts like a section name is fine
+    free = config(tmp_path, sweep={"axes": {"lr": [0.1], "restart_count": [0, 1]}})
+    assert len(build_plan(free).plan.jobs) == 2
 
 
 def test_undefined_placeholder_in_backend_argv_names_the_element(tmp_path: Path) -> None:
