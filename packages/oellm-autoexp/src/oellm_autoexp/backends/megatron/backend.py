@@ -60,9 +60,8 @@ class MegatronBackendConfig(BackendConfig):
     arg_source: str = "auto"
     megatron_module: str = DEFAULT_MODULE
     megatron_path: str | None = None  # a Megatron-LM checkout to import the parser from
-    schema_file: str | None = (
-        None  # JSON written by `python -m oellm_autoexp.backends.megatron dump-schema`
-    )
+    # JSON written by `python -m oellm_autoexp.backends.megatron dump-schema`
+    schema_file: str | None = None
 
 
 @register
@@ -76,7 +75,6 @@ class MegatronBackend(BackendInterface):
         super().__init__(config, *args, **kwargs)
         self.config = config
         self._source: ArgumentSource | None = None
-        self._argv: dict[str, tuple[str, ...]] = {}
 
     def argument_source(self) -> ArgumentSource:
         """The schema (and parser, when Megatron-LM is importable) arguments are checked by."""
@@ -93,11 +91,11 @@ class MegatronBackend(BackendInterface):
     def validate(self, jobs: Sequence[JobContext]) -> None:
         """Check every job's Megatron arguments; the first problem is a `ConfigError`."""
         for job in jobs:
-            self._argv[job.job_id] = self._megatron_argv(job)
+            self._megatron_argv(job)
 
     def build_launch(self, job: JobContext) -> LaunchCommand:
         """`launcher + [entrypoint] + Megatron args + extra_args`, and the configured env."""
-        megatron_argv = self._argv.get(job.job_id) or self._megatron_argv(job)
+        megatron_argv = self._megatron_argv(job)  # memoised by the argument source
         fields_ = job.format_fields()
         launcher = [
             _format(tok, fields_, key=f"{KEY}.launcher[{i}]")
