@@ -6,10 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from oellm_autoexp.config.loader import parse_config
 from oellm_autoexp.config.schema import RootConfig
@@ -195,3 +198,44 @@ def test_every_rendered_script_passes_the_static_checks(tmp_path: Path) -> None:
     for script in result.plan.scripts:
         text = result.scripts[script.path]
         assert lint_script(text, job_name=script.job_name, array_spec=script.array_spec) == []
+
+
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.text(
+            st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+        ),
+        min_size=1,
+        max_size=4,
+        unique=True,
+    )
+)
+def test_any_text_value_reaches_the_command_byte_for_byte(
+    tmp_path: Path, values: list[str]
+) -> None:
+    root = Path(tempfile.mkdtemp(dir=tmp_path))  # one fresh root per example
+    cfg = parse_config(
+        {
+            "project": {"name": "h", "base_output_dir": str(root / "out")},
+            "backend": {
+                "class_name": "CommandBackend",
+                "argv": [*RECORDER, "{value}", "{name}"],
+                "env": {"EVIL": "{value}"},
+            },
+            "sweep": {"axes": {"value": values}, "name_template": "h_{index}"},
+            "slurm": {"use_srun": False, "test_only": "never"},
+        }
+    )
+    result = build_plan(cfg)
+    write_plan(result, test_only="never")
+    for job in result.plan.jobs:
+        cwd = root / f"run{job.index}"
+        cwd.mkdir(parents=True)
+        task = job.array.task_index if job.array else None
+        assert run_task(job.script, task, cwd) == {
+            "argv": [values[job.index], job.name],
+            "env": values[job.index],
+        }
