@@ -229,3 +229,53 @@ def test_a_sigkilled_monitor_is_resumed_without_duplicate_submissions(
     assert len({j["array_job_id"] for j in mine}) == 1
     assert len(mine) == 4
     assert "restarted" not in output
+
+
+HOLD_LOCK = """
+import sys, time
+from pathlib import Path
+from oellm_autoexp.persistence import SessionStore
+with SessionStore(Path(sys.argv[1])).lock(sys.argv[2]):
+    print("locked", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_monitor_all_drives_every_free_session_with_one_squeue_and_skips_locked_ones(
+    slurm_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    body = BODY.format(root=tmp_path, first="normal")
+    first, store = make_session(tmp_path, jobs=2, monitor=MONITOR, script_body=body)
+    second, _ = make_session(tmp_path, jobs=1, array=False, monitor=MONITOR, script_body=body)
+    third, _ = make_session(tmp_path, jobs=1, array=False, monitor=MONITOR, script_body=body)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store.state_dir), third.session_id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        done = subprocess.run(
+            [str(EXE), "monitor", "--monitor-all", "--state-dir", str(store.state_dir)],
+            env={**os.environ, **slurm_cluster.env},
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
+    assert done.returncode == 0, done.stderr
+    assert f"skipping: session {third.session_id} is being monitored by another process" in (
+        done.stderr
+    )
+    for session in (first, second):
+        assert {j.state for j in store.load(session.session_id).jobs.values()} == {"completed"}
+    assert {j.state for j in store.load(third.session_id).jobs.values()} == {"pending"}
+    # First poll: one sbatch per free session's script (an array and a single job) + one
+    # squeue; every later poll: one squeue for the jobs of both sessions together.
+    polls = [line for line in done.stderr.splitlines() if " poll: " in line]
+    assert polls[0].endswith("3 SLURM calls")
+    assert len(polls) > 2
+    assert all(line.endswith(" 1 SLURM calls") for line in polls[1:])
