@@ -17,10 +17,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from oellm_autoexp.container import RunnerOptions, run_workflow
-from oellm_autoexp.errors import AutoexpError
-
 EXIT_INTERRUPTED = 130
+EXIT_USAGE = 2
+
+try:
+    from oellm_autoexp.container import RunnerOptions, run_workflow
+    from oellm_autoexp.errors import AutoexpError
+except ImportError:
+    # Run from a checkout without installing: use the package source next to this script.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    try:
+        from oellm_autoexp.container import RunnerOptions, run_workflow
+        from oellm_autoexp.errors import AutoexpError
+    except ImportError as exc:
+        print(
+            f"run_autoexp_container.py: error: {exc}; install oellm-autoexp into this Python "
+            f"({sys.executable}) or run the script with the Python that has it",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     except AutoexpError as exc:
         print(f"run_autoexp_container.py: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except ImportError as exc:  # the host lacks a dependency of the step it reached
+        print(
+            f"run_autoexp_container.py: error: {exc} on this host; install oellm-autoexp here "
+            "(planning-only runs need just --image and --no-run)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -294,3 +294,42 @@ def test_config_outside_the_working_directory_is_bound_too(env: Env, tmp_path: P
     binds = [call["argv"][i + 1] for i, a in enumerate(call["argv"]) if a == "--bind"]
     assert binds == [str(env.cwd), str(configs)]
     assert len(env.scripts()) == 2
+
+
+def test_image_and_no_run_need_nothing_but_the_stdlib_on_the_host(env: Env) -> None:
+    # `python -S`: no site-packages at all on the "host" (the script finds the package source
+    # next to it); the plan step runs with the image's Python, which has the dependencies.
+    env.write_config("container: null\n")
+    args = [
+        "cfg.yaml",
+        "--image",
+        str(env.image),
+        "--runtime",
+        "apptainer",
+        "--container-python",
+        sys.executable,
+    ]
+    bare = [sys.executable, "-S", str(RUNNER), *args]
+    done = subprocess.run(
+        [*bare, "--no-run"],
+        cwd=env.cwd,
+        env=env.environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [f"sbatch --parsable {s}" for s in env.scripts()] == done.stdout.strip().splitlines()[
+        -2:
+    ]
+    # submitting needs the package's dependencies on the host: one line, exit 2
+    submit = subprocess.run(
+        [*bare, "--no-monitor"],
+        cwd=env.cwd,
+        env=env.environ,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert submit.returncode == 2
+    assert "install oellm-autoexp here" in submit.stderr and "Traceback" not in submit.stderr
