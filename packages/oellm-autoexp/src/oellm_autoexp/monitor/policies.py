@@ -1,7 +1,7 @@
 """Restart policies, registered with compoconf under `RestartPolicyInterface`.
 
 A policy is chosen per error mode (its config's `modes`) and answers `decide(context)` with a
-`Decision`: restart (optionally with a longer time limit or extra environment) or stop. Every
+`Decision`: restart (optionally with a longer time limit) or stop. Every
 policy has a retry budget (`max_retries` per mode and job); the controller adds a global cap and
 exponential backoff between restarts. Decisions are pure functions of the context.
 """
@@ -35,7 +35,6 @@ class Decision:
     action: str
     reason: str
     time_limit: str | None = None
-    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def restart(self) -> bool:
