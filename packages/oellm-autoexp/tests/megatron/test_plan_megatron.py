@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,40 @@ def test_example_sweep_reaches_megatron_arguments(tmp_path: Path) -> None:
         for lr in ("0.0003", "0.0006", "0.001")
         for gbs in (256, 512)
     ]
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize(
+    "ref",
+    [
+        # the example asks for 2 GPU nodes; the one-node test cluster has no GPUs
+        [
+            str(PACKAGE / "examples" / "megatron_gpt.yaml"),
+            "slurm.sbatch.nodes=1",
+            "slurm.sbatch.gres=null",
+            "slurm.sbatch.cpus_per_task=1",
+        ],
+        ["autoexp", "backend=megatron", "slurm=local"],
+    ],
+    ids=["example", "hydra-group"],
+)
+def test_megatron_scripts_pass_sbatch_test_only(
+    slurm_cluster: Any, tmp_path: Path, ref: list[str]
+) -> None:
+    env = {**slurm_cluster.env, "PYTHONPATH": str(STAND_IN)}
+    exe = Path(sys.executable).with_name("oellm-autoexp")
+    done = subprocess.run(
+        [exe, "plan", *ref, f"project.base_output_dir={tmp_path}", "--test-only", "always"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    scripts = sorted(tmp_path.glob("plans/*/scripts/*.sbatch"))
+    assert (
+        scripts and f"sbatch --test-only accepted {len(scripts)} of {len(scripts)}" in done.stdout
+    )
+    assert "--no-check-for-nan-in-loss-and-grad" not in scripts[0].read_text(encoding="utf-8")
+    assert "pretrain_gpt.py --num-layers=12" in scripts[0].read_text(encoding="utf-8")
