@@ -166,6 +166,7 @@ def _assemble(
                 spec = None
                 log_path = str(log_dir / f"{script_name}_%j.out")
             path = scripts_dir / f"{script_name}.sbatch"
+            sbatch = dict(_split_directive(d) for d in directives)
             tasks = []
             for task_index, i in enumerate(chunk):
                 ctx, launch = contexts[i], launches[i]
@@ -189,7 +190,7 @@ def _assemble(
                     output_dir=ctx.output_dir,
                     log_path=log_path,
                     script=path,
-                    sbatch=dict(_split_directive(d) for d in directives),
+                    sbatch=sbatch,
                     array=ArrayTask(script_name, task_index) if as_array else None,
                 )
             for checked in (path, Path(log_path)):
