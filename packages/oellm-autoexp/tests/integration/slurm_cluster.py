@@ -265,6 +265,13 @@ def main(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"export SLURM_CONF={cluster.conf}", flush=True)
+
+    def _interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Explicit handlers: a background job inherits SIGINT ignored, and `kill` sends SIGTERM.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         signal.pause()
     except KeyboardInterrupt:
