@@ -235,3 +235,26 @@ def test_parser_runs_once_per_argv_shape_not_once_per_job(
         err.value
     ) and "(the value of job gpt_2)" in str(err.value)
     assert len(calls) == 4
+
+
+def test_a_broken_megatron_is_an_error_not_a_fallback(
+    tmp_path: Path, megatron_absent: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Importable but failing (e.g. a CUDA/version mismatch at import): even with a schema file
+    # to fall back on, planning stops and says what failed.
+    (tmp_path / "broken_megatron_args.py").write_text(
+        "raise RuntimeError('CUDA driver version is insufficient')\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    schema_file = tmp_path / "s.json"
+    schema_file.write_text(
+        '{"format": "oellm-autoexp/megatron-args/1", "args": []}', encoding="utf-8"
+    )
+    backend = _backend(megatron_module="broken_megatron_args", schema_file=str(schema_file))
+    try:
+        with pytest.raises(ConfigError) as err:
+            backend.validate([_job()])
+    finally:
+        sys.modules.pop("broken_megatron_args", None)
+    assert err.value.key == "backend.megatron_module"
+    assert "RuntimeError: CUDA driver version is insufficient" in str(err.value)

@@ -15,6 +15,7 @@ from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.backends.megatron.argspec import schema_from_parser
 from oellm_autoexp.backends.megatron.source import (
     DEFAULT_MODULE,
+    MegatronBrokenError,
     MegatronUnavailableError,
     load_megatron_parser,
 )
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         if ns.out.exists() and not ns.force:
             raise AutoexpUsageError(f"{ns.out} already exists; pass --force to replace it")
         write_text_atomic(ns.out, schema.to_json())
-    except MegatronUnavailableError as exc:
+    except (MegatronUnavailableError, MegatronBrokenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except AutoexpUsageError as exc:

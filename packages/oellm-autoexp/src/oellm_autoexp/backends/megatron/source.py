@@ -47,6 +47,10 @@ class ArgumentSource:
     )
 
 
+class MegatronBrokenError(Exception):
+    """Megatron-LM's argument module is there but failed (not an import error): never skipped."""
+
+
 class _ParserCapturedError(Exception):
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         super().__init__("parser captured")
@@ -64,14 +68,26 @@ def load_megatron_parser(
     """Build Megatron-LM's argument parser from `module` without parsing anything.
 
     `megatron_path` is a Megatron-LM checkout to put on `sys.path` first (e.g. the repository's
-    `submodules/megatron`). Raises `MegatronUnavailableError` when the module cannot be imported.
+    `submodules/megatron`). Raises `MegatronUnavailableError` when the module cannot be imported
+    (Megatron or one of its own imports such as torch is missing here) and `MegatronBrokenError`
+    when importing it or building the parser fails otherwise.
     """
     if megatron_path is not None and megatron_path not in sys.path:
         sys.path.insert(0, megatron_path)
     try:
-        mod = importlib.import_module(module)
+        return _build_parser(module)
+    except (MegatronUnavailableError, MegatronBrokenError):
+        raise
     except ImportError as exc:  # megatron missing, or one of its own imports (torch, ...)
         raise MegatronUnavailableError(f"cannot import {module}: {exc}") from exc
+    except Exception as exc:  # a broken install must not pass for an absent one
+        raise MegatronBrokenError(
+            f"loading Megatron's arguments from {module} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _build_parser(module: str) -> argparse.ArgumentParser:
+    mod = importlib.import_module(module)
     add = getattr(mod, "add_megatron_arguments", None)
     if callable(add):
         parser = argparse.ArgumentParser(description="Megatron-LM Arguments", allow_abbrev=False)
@@ -114,6 +130,8 @@ def resolve_source(
     if mode in ("auto", "megatron"):
         try:
             parser = load_megatron_parser(module, megatron_path)
+        except MegatronBrokenError as exc:
+            raise ConfigError(str(exc), key=f"{key_prefix}.megatron_module") from None
         except MegatronUnavailableError as exc:
             if mode == "megatron":
                 raise ConfigError(
