@@ -8,6 +8,7 @@ a poll over 10,000 jobs reads only what was appended since the last poll.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -124,9 +125,23 @@ class SignalHit:
     line: str
 
 
+@functools.lru_cache(maxsize=64)
+def _any_signal(signals: tuple[LogSignal, ...]) -> re.Pattern[str]:
+    # One pass over a line decides whether any signal can match; most lines match none.
+    parts = [s.pattern if s.regex else re.escape(s.pattern) for s in signals]
+    return re.compile("|".join(f"(?:{p})" for p in parts) or "(?!)", re.MULTILINE)
+
+
 def scan(lines: Iterable[str], signals: Sequence[LogSignal]) -> list[SignalHit]:
     """Every (signal, line) match, in log order; a line may match several signals."""
-    return [SignalHit(sig, line) for line in lines for sig in signals if sig.matches(line)]
+    prefilter = _any_signal(tuple(signals))
+    return [
+        SignalHit(sig, line)
+        for line in lines
+        if prefilter.search(line)
+        for sig in signals
+        if sig.matches(line)
+    ]
 
 
 def read_new(path: str | Path, offset: int, *, size: int | None = None) -> tuple[list[str], int]:
