@@ -105,3 +105,14 @@ def test_cleanup_asks_first_and_archives_logs_with_yes(tmp_path: Path, make_sess
 
     with tarfile.open(archives[0]) as tar:
         assert tar.getnames() == ["job0_55.out"]
+
+
+def test_status_finds_the_sessions_of_a_config(tmp_path: Path, make_session: Any) -> None:
+    session, _ = make_session(tmp_path, jobs=1)
+    done = _run("status", "autoexp", "slurm=local", f"project.base_output_dir={tmp_path}")
+    assert done.returncode == 0, done.stderr
+    assert session.session_id in done.stdout
+    empty = tmp_path / "elsewhere"
+    none = _run("status", "autoexp", f"project.base_output_dir={empty}")
+    assert none.returncode == 0
+    assert none.stdout.strip() == f"no sessions in {empty / 'monitoring_state'}"
