@@ -162,7 +162,7 @@ def test_dumped_schema_validates_like_the_parser_on_a_host_without_megatron(
     cmd = [sys.executable, "-m", "oellm_autoexp.backends.megatron", "dump-schema", str(schema_file)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "wrote 84 Megatron arguments" in done.stdout
+    assert "wrote 85 Megatron arguments" in done.stdout
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
 
@@ -258,3 +258,17 @@ def test_a_broken_megatron_is_an_error_not_a_fallback(
         sys.modules.pop("broken_megatron_args", None)
     assert err.value.key == "backend.megatron_module"
     assert "RuntimeError: CUDA driver version is insufficient" in str(err.value)
+
+
+def test_enum_choices_pass_megatron_parser_by_name_or_by_value(megatron_importable: Path) -> None:
+    backend = _backend(
+        megatron={"attention_backend": "flash", "non_persistent_ckpt_scope": "local"}
+    )
+    job = _job()
+    backend.validate([job])  # both went through the (stand-in) parser without complaint
+    assert backend.build_launch(job).argv[-2:] == (
+        "--attention-backend=flash",
+        "--non-persistent-ckpt-scope=local",
+    )
+    with pytest.raises(ConfigError, match="'LOCAL' is not a valid choice"):
+        _backend(megatron={"non_persistent_ckpt_scope": "LOCAL"}).validate([job])

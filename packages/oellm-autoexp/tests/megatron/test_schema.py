@@ -50,6 +50,9 @@ def test_enum_choices_are_member_names_and_custom_types_are_named(schema: ArgSch
     assert backend.value_type == "custom"
     assert backend.choices == ("flash", "fused", "unfused", "local", "auto")
     assert backend.default == "auto"
+    by_value = schema.get("non_persistent_ckpt_scope")  # type=CheckpointScope: built from values
+    assert by_value is not None
+    assert (by_value.choices, by_value.default) == (("global", "local"), "global")
     layout = schema.get("pipeline_model_parallel_layout")
     assert layout is not None and layout.type_name == "tuple_type"
 

@@ -183,7 +183,7 @@ def _spec_from_action(action: argparse.Action, group: str | None) -> ArgSpec:
         "dest": action.dest,
         "option": option,
         # An enum default is written as its member name, the token its option takes.
-        "default": _choice_token(action.default),
+        "default": _choice_token(action.default, action.type),
         "required": bool(action.required),
         "group": group,
     }
@@ -195,7 +195,11 @@ def _spec_from_action(action: argparse.Action, group: str | None) -> ArgSpec:
     if type(action) is not argparse._StoreAction:
         return ArgSpec(kind="unsupported", type_name=type(action).__name__, **common)
     value_type, type_name = _value_type(action)
-    choices = None if action.choices is None else tuple(_choice_token(c) for c in action.choices)
+    choices = (
+        None
+        if action.choices is None
+        else tuple(_choice_token(c, action.type) for c in action.choices)
+    )
     if action.nargs in ("+", "*") or isinstance(action.nargs, int):
         return ArgSpec(
             kind="list",
@@ -212,15 +216,24 @@ def _spec_from_action(action: argparse.Action, group: str | None) -> ArgSpec:
     )
 
 
-def _choice_token(choice: Any) -> Any:
-    """How a choice is written on the command line.
+def _choice_token(choice: Any, convert: Any = None) -> Any:
+    """How a choice (or default) is written on the command line.
 
-    Megatron declares some choices as enum members converted from their *name* by the type
-    function (e.g. `--attention-backend flash`), so the command-line token is the member name.
+    Megatron declares some choices as enum members that its type function builds from their
+    *name* (``--attention-backend flash``); an enum used directly as the type builds them from
+    their *value*. The token is whichever of the two the option's type function maps back to
+    the member (the name when it cannot tell).
     """
-    if isinstance(choice, enum.Enum):
-        return choice.name
-    return choice
+    if not isinstance(choice, enum.Enum):
+        return choice
+    if callable(convert):
+        for token in (choice.name, str(choice.value)):
+            try:
+                if convert(token) == choice:
+                    return token
+            except Exception:  # the type function rejects this spelling: try the next
+                continue
+    return choice.name
 
 
 def _jsonable(value: Any) -> Any:

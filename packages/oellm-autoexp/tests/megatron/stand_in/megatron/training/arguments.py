@@ -10,7 +10,8 @@ then reads `sys.argv`. The arguments cover every argparse pattern the real parse
 - `argparse.BooleanOptionalAction` (`--x` / `--no-x`);
 - `nargs="*"` / `"+"` / an int, with and without an element type;
 - an option whose `dest` differs from its spelling, and two options sharing one `dest`;
-- an enum chosen by name through a `type=` lambda, and a custom type function (`tuple_type`);
+- an enum chosen by name through a `type=` lambda, an enum that is its own type function (chosen
+  by value), and a custom type function (`tuple_type`);
 - an `append` action (not writable from a config).
 
 Only argument *definitions* are mirrored; no Megatron code or help text is copied.
@@ -30,6 +31,13 @@ class AttnBackend(enum.Enum):
     unfused = 3
     local = 4
     auto = 5
+
+
+class CheckpointScope(enum.Enum):
+    """An enum whose option takes member *values* (the enum itself is the type function)."""
+
+    GLOBAL = "global"
+    LOCAL = "local"
 
 
 def tuple_type(text: str) -> tuple[int, ...]:
@@ -170,6 +178,12 @@ def _add_checkpointing_args(parser: argparse.ArgumentParser) -> argparse.Argumen
     group.add_argument("--no-load-rng", action="store_true", default=None)
     group.add_argument(
         "--ckpt-format", default="torch_dist", choices=["torch", "torch_dist", "zarr"]
+    )
+    group.add_argument(
+        "--non-persistent-ckpt-scope",
+        type=CheckpointScope,
+        default=CheckpointScope.GLOBAL,
+        choices=list(CheckpointScope),
     )
     return parser
 
