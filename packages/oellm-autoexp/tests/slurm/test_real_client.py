@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.slurm.client import (
+    SlurmCommandError,
     SlurmNotInstalledError,
     SubmissionError,
     SubmitRequest,
@@ -201,3 +202,31 @@ def test_real_cancel_and_rejected_sbatch_stderr(slurm_cluster: Any, tmp_path: Pa
     with pytest.raises(SubmissionError, match=r"sbatch rejected .*bad\.sbatch: .*[Pp]artition"):
         client.submit(SubmitRequest(bad, job_name="bad"))
     assert os.environ.get("SLURM_CONF") != slurm_cluster.env["SLURM_CONF"]
+
+
+def test_a_failing_squeue_is_retried_and_never_reports_jobs_as_gone(tmp_path: Path) -> None:
+    # A stand-in squeue (the SLURM command boundary) that fails twice, then answers.
+    counter = tmp_path / "n"
+    squeue = tmp_path / "squeue"
+    squeue.write_text(
+        "#!/bin/sh\n"
+        f"n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}\n"
+        'if [ "$n" -lt 2 ]; then echo "slurm_load_jobs error: Unexpected message" >&2; exit 1; fi\n'
+        f"cat <<'J'\n{json.dumps(SQUEUE_2205)}\nJ\n"
+    )
+    squeue.chmod(0o755)
+    sleeps: list[float] = []
+    client = RealSlurmClient(
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        retry=RetryPolicy(attempts=3, timeout_s=10, backoff_s=0.25),
+        use_sacct=False,
+        sleep=sleeps.append,
+    )
+    result = client.query(["12", "7_1"])
+    assert result.jobs["12"].state == "FAILED"
+    assert result.unknown == set()
+    assert sleeps == [0.25, 0.5]
+    counter.write_text("0")
+    client.retry = RetryPolicy(attempts=2, timeout_s=10, backoff_s=0)
+    with pytest.raises(SlurmCommandError, match="squeue --json failed 2 times"):
+        client.query(["12"])

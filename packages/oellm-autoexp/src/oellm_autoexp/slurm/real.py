@@ -169,6 +169,7 @@ class RealSlurmClient(SlurmClient):
         return resolve(name, self.env)
 
     def _run(self, name: str, *args: str, retry_if: Any = _transient) -> CommandResult:
+        """One SLURM command with the client's retry policy (`retry_if` None: retry all)."""
         self.calls[name] += 1
         return run_command(
             [self._bin(name), *args],
@@ -223,7 +224,8 @@ class RealSlurmClient(SlurmClient):
         raise SubmissionError(f"sbatch failed for {request.script}: {' '.join(failure.split())}")
 
     def _squeue_all(self) -> dict[str, JobInfo]:
-        result = self._run("squeue", "--json", "--states=all", "--me")
+        # Any failure of a read-only query is worth retrying (retry_if=None).
+        result = self._run("squeue", "--json", "--states=all", "--me", retry_if=None)
         try:
             return parse_squeue_json(result.stdout)
         except (json.JSONDecodeError, TypeError, ValueError) as exc:
