@@ -41,6 +41,12 @@ def test_option_spelling_is_pointed_at_its_destination_name(schema: ArgSchema) -
 def test_names_valid_elsewhere_are_suggested_too(schema: ArgSchema) -> None:
     with pytest.raises(ConfigError, match="did you mean 'entrypoint'"):
         normalise_args({"entrypont": "x.py"}, schema, key_prefix=PREFIX, other_keys=["entrypoint"])
+    with pytest.raises(ConfigError) as err:
+        normalise_args({"entrypoint": "x.py"}, schema, key_prefix=PREFIX, other_keys=["entrypoint"])
+    assert str(err.value) == (
+        "backend.megatron.entrypoint: 'entrypoint' is not a Megatron argument but a setting of "
+        "the enclosing section; move it one level up"
+    )
 
 
 @pytest.mark.parametrize(

@@ -65,8 +65,13 @@ def _unknown_message(dest: str, schema: ArgSchema, other_keys: Iterable[str]) ->
             f"unknown Megatron argument {dest!r}; write it as {as_dest!r} "
             f"(the destination name of {spec.option})"
         )
-    candidates = [*schema.dests(), *other_keys]
-    hint = closest(as_dest, candidates)
+    others = list(other_keys)
+    if dest in others:
+        return (
+            f"{dest!r} is not a Megatron argument but a setting of the enclosing section; "
+            "move it one level up"
+        )
+    hint = closest(as_dest, [*schema.dests(), *others])
     suggestion = f"; did you mean {hint!r}?" if hint else ""
     return f"unknown Megatron argument {dest!r}{suggestion} (checked against {schema.origin})"
 
