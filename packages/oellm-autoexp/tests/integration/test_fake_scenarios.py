@@ -350,3 +350,30 @@ def test_termination_cmd_decides_whether_a_clean_exit_is_a_completed_run(
     if not ckpt:
         assert job.outcome is not None
         assert job.outcome["error_type"] == "incomplete"
+
+
+def test_a_restart_resumes_from_the_latest_checkpoint(tmp_path: Path, make_session: Any) -> None:
+    policy = {"class_name": "CheckpointRestartPolicy", "modes": ["crash"], "max_retries": 2}
+    session, store = make_session(tmp_path, jobs=2, monitor=FAST, policies=[policy])
+    ckpts = Path(session.jobs["k1"].output_dir) / "checkpoints"
+    ckpts.mkdir()
+    clock = FakeClock()
+
+    def timeline(_r: SubmitRequest, jid: str, attempt: int) -> Timeline:
+        log = _log_of(session, jid)
+        if jid.endswith("_1") and attempt == 0:
+            for step in (100, 200):
+                (ckpts / f"iter_{step:07d}").mkdir()
+            return Timeline(run_s=10, end_state="NODE_FAIL", log_path=log)
+        return Timeline(run_s=10, log_path=log)
+
+    fake = FakeSlurmClient(clock, timeline)
+    _drive(MonitorController(fake, store, [session], clock=clock), clock)
+    saved = store.load(session.session_id)
+    assert {j.state for j in saved.jobs.values()} == {"completed"}
+    restart = fake.submissions[1][1]
+    assert restart.array == "1"
+    latest = str(ckpts / "iter_0000200")
+    assert f"--export=ALL,AUTOEXP_RESUME_FROM={latest}" in restart.extra_args
+    assert saved.jobs["k1"].env == {"AUTOEXP_RESUME_FROM": latest}
+    assert saved.jobs["k1"].attempts[0]["metadata"]["error_type"] == "node_failure"

@@ -279,3 +279,34 @@ def test_monitor_all_drives_every_free_session_with_one_squeue_and_skips_locked_
     assert polls[0].endswith("3 SLURM calls")
     assert len(polls) > 2
     assert all(line.endswith(" 1 SLURM calls") for line in polls[1:])
+
+
+def test_a_restart_gets_the_latest_checkpoint_through_sbatch_export(
+    slurm_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    body = f"""
+out={tmp_path}/jobs/job0
+if [ -z "$AUTOEXP_RESUME_FROM" ]; then
+    mkdir -p "$out/checkpoints/iter_0000010"
+    for i in $(seq 1 120); do echo "step $i"; sleep 0.5; done
+fi
+echo "resumed from $AUTOEXP_RESUME_FROM"
+echo "TRAINING DONE"
+"""
+    policy = {"class_name": "CheckpointRestartPolicy", "modes": ["crash"], "max_retries": 1}
+    session, store = make_session(
+        tmp_path, jobs=1, array=False, monitor=MONITOR, policies=[policy], script_body=body
+    )
+    controller = MonitorController(_client(slurm_cluster), store, [session])
+    controller.poll_once()
+    job_id = store.load(session.session_id).jobs["k0"].job_id
+    assert job_id is not None
+    _wait_running(slurm_cluster, job_id)
+    time.sleep(1)
+    slurm_cluster.run("scancel", job_id)
+    _run(controller, 90)
+    job = store.load(session.session_id).jobs["k0"]
+    assert job.state == "completed"
+    second = tmp_path / "logs" / f"job0_{job.attempts[1]['job_id']}.out"
+    checkpoint = tmp_path / "jobs" / "job0" / "checkpoints" / "iter_0000010"
+    assert f"resumed from {checkpoint}" in second.read_text()

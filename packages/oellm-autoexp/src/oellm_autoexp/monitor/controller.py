@@ -294,12 +294,13 @@ class MonitorController:
         """Due jobs grouped into sbatch calls, each with a fresh submission token set."""
         batches: list[tuple[_Runtime, list[JobRecord], str]] = []
         for rt in self._runtimes:
-            groups: dict[tuple[str, str, str | None], list[JobRecord]] = {}
+            groups: dict[tuple[Any, ...], list[JobRecord]] = {}
             for job in rt.session.jobs.values():
                 if self._due(job, now):
                     # A single-job script is one call per job.
                     name = job.slurm_name if job.array_index is not None else job.key
-                    groups.setdefault((job.script, name, job.time_limit), []).append(job)
+                    key = (job.script, name, job.time_limit, tuple(sorted(job.env.items())))
+                    groups.setdefault(key, []).append(job)
             for jobs in groups.values():
                 token = f"autoexp-{rt.session.session_id}-{uuid.uuid4().hex[:12]}"
                 for job in jobs:
@@ -325,6 +326,9 @@ class MonitorController:
         extra: list[str] = []
         if first.time_limit:
             extra.append(f"--time={first.time_limit}")
+        if first.env:
+            pairs = ",".join(f"{k}={v}" for k, v in sorted(first.env.items()))
+            extra.append(f"--export=ALL,{pairs}")
         array = None
         if first.array_index is not None:
             array = array_spec(job.array_index for job in jobs if job.array_index is not None)
@@ -528,9 +532,13 @@ class MonitorController:
             )
         else:
             decision = policy.decide(
-                RestartContext(mode, dict(cls.metadata), attempt, job.time_limit)
+                RestartContext(
+                    mode, dict(cls.metadata), attempt, job.time_limit, job.name, job.output_dir
+                )
             )
             action, reason, time_limit = decision.action, decision.reason, decision.time_limit
+            if decision.restart:
+                job.env.update(decision.env)
         log.info(
             "job %s: policy %s decided %s (reason: %s; attempt %d for %s, %d restarts total)",
             job.name,

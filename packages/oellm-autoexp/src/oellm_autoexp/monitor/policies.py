@@ -1,15 +1,18 @@
 """Restart policies, registered with compoconf under `RestartPolicyInterface`.
 
 A policy is chosen per error mode (its config's `modes`) and answers `decide(context)` with a
-`Decision`: restart (optionally with a longer time limit) or stop. Every
-policy has a retry budget (`max_retries` per mode and job); the controller adds a global cap and
-exponential backoff between restarts. Decisions are pure functions of the context.
+`Decision`: restart (optionally with a longer time limit, or with environment variables that
+point the run at its latest checkpoint) or stop. Every policy has a retry budget (`max_retries`
+per mode and job); the controller adds a global cap and exponential backoff between restarts.
+Decisions are functions of the context; only `CheckpointRestartPolicy` also looks at files.
 """
 
 from __future__ import annotations
 
+import glob
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from compoconf import ConfigInterface, register
@@ -26,6 +29,8 @@ class RestartContext:
     metadata: dict[str, Any]
     attempt: int  # restarts of this job for this mode so far
     time_limit: str | None = None
+    name: str = ""
+    output_dir: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,7 @@ class Decision:
     action: str
     reason: str
     time_limit: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def restart(self) -> bool:
@@ -216,6 +222,44 @@ class TimeLimitRestartPolicy(_Policy):
         new = format_time_limit(grown)
         return Decision(
             "restart", f"timeout: time limit {format_time_limit(current)} -> {new}", time_limit=new
+        )
+
+
+@dataclass
+class CheckpointRestartPolicyConfig(RestartPolicyConfig):
+    """Restart from the newest checkpoint matching `checkpoint_glob`.
+
+    The restarted job gets ``<env_var>=<path>`` in its environment (``sbatch --export``); the
+    launch command reads it (e.g. ``--load "$AUTOEXP_RESUME_FROM"``). Without a checkpoint the
+    job restarts from scratch unless `require_checkpoint`.
+    """
+
+    checkpoint_glob: str = "{output_dir}/checkpoints/*"
+    env_var: str = "AUTOEXP_RESUME_FROM"
+    require_checkpoint: bool = False
+
+
+@register
+class CheckpointRestartPolicy(_Policy):
+    """Point the restart at the latest checkpoint (newest by modification time)."""
+
+    config_class = CheckpointRestartPolicyConfig
+    config: CheckpointRestartPolicyConfig
+
+    def decide(self, context: RestartContext) -> Decision:
+        spent = self._budget(context)
+        if spent is not None:
+            return spent
+        cfg = self.config
+        pattern = cfg.checkpoint_glob.format(output_dir=context.output_dir, name=context.name)
+        found = [p for p in glob.glob(pattern) if "," not in p]  # noqa: PTH207 (a user glob)
+        if not found:
+            if cfg.require_checkpoint:
+                return Decision("stop", f"no checkpoint matches {pattern}")
+            return Decision("restart", f"{context.mode}: no checkpoint yet; restart from scratch")
+        latest = max(found, key=lambda p: (Path(p).stat().st_mtime, p))
+        return Decision(
+            "restart", f"{context.mode}: resume from {latest}", env={cfg.env_var: latest}
         )
 
 

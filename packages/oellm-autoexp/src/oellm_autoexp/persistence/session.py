@@ -48,6 +48,7 @@ class JobRecord:
     array_index: int | None = None
     output_paths: list[str] = field(default_factory=list)
     time_limit: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # exported to restarts (--export)
     state: str = "pending"
     slurm_state: str | None = None
     job_id: str | None = None
