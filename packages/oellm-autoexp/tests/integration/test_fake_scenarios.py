@@ -228,6 +228,7 @@ def test_6_cuda_oom_in_the_log_is_an_excluded_crash_and_is_not_restarted(
     assert fake.calls["sbatch"] == 1
     text = _messages(caplog)
     assert "signal oom (mode=crash, action=None)" in text
+    assert "1 signals, 0 submitted" in text  # the poll summary counts the match
     assert "decided stop (reason: error_type oom is excluded from restarts" in text
 
 

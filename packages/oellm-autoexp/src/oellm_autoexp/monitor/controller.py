@@ -67,6 +67,7 @@ class PollReport:
     slurm_calls: int = 0
     submitted: int = 0
     restarts_scheduled: int = 0
+    signals: int = 0  # log signal matches found in this poll
     states: dict[str, int] = field(default_factory=dict)
     slurm_error: str | None = None
 
@@ -126,6 +127,7 @@ class MonitorController:
         self.clock = clock
         self._runtimes = [_Runtime(s, load_settings(s.monitoring)) for s in sessions]
         self._actions: list[Action] = []
+        self._signal_hits = 0
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -150,6 +152,7 @@ class MonitorController:
         """One round: reconcile, submit what is due, one squeue, classify, decide, save."""
         before = sum(self.client.calls.values())
         report = PollReport()
+        self._signal_hits = 0
         now = self.clock()
         try:
             self._reconcile()
@@ -162,6 +165,7 @@ class MonitorController:
         finally:
             self._save_dirty()
         report.slurm_calls = sum(self.client.calls.values()) - before
+        report.signals = self._signal_hits
         for rt in self._runtimes:
             for job in rt.session.jobs.values():
                 report.states[job.state] = report.states.get(job.state, 0) + 1
@@ -170,9 +174,11 @@ class MonitorController:
                 self.store.save(rt.session)
                 log.info("session %s: all jobs finished", rt.session.session_id)
         log.info(
-            "poll: %d jobs polled, states %s, %d submitted, %d restarts scheduled, %d SLURM calls",
+            "poll: %d jobs polled, states %s, %d signals, %d submitted, %d restarts scheduled, "
+            "%d SLURM calls",
             report.jobs_polled,
             dict(sorted(report.states.items())),
+            report.signals,
             report.submitted,
             report.restarts_scheduled,
             report.slurm_calls,
@@ -473,6 +479,7 @@ class MonitorController:
                 log.info("job %s (%s): signal completed (mode=success)", job.name, job.job_id)
             marker = True
         for hit in scan(lines, rt.settings.signals):
+            self._signal_hits += 1
             sig = hit.signal
             if sig.name not in job.signals:
                 job.signals.append(sig.name)
