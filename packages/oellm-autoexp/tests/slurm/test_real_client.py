@@ -230,3 +230,46 @@ def test_a_failing_squeue_is_retried_and_never_reports_jobs_as_gone(tmp_path: Pa
     client.retry = RetryPolicy(attempts=2, timeout_s=10, backoff_s=0)
     with pytest.raises(SlurmCommandError, match="squeue --json failed 2 times"):
         client.query(["12"])
+
+
+def test_an_sbatch_that_times_out_after_queuing_is_adopted_not_resubmitted(tmp_path: Path) -> None:
+    # Stand-ins at the command boundary: sbatch queues job 77 (squeue then shows it with the
+    # comment token) but hangs before printing the id, as on an overloaded controller.
+    queued = tmp_path / "queued.json"
+    record = {
+        "jobs": [
+            {
+                "job_id": 77,
+                "array_job_id": 0,
+                "array_task_id": None,
+                "name": "t",
+                "job_state": "PENDING",
+                "state_reason": "Priority",
+                "exit_code": 0,
+                "comment": "tok-timeout",
+            }
+        ]
+    }
+    sbatch = tmp_path / "sbatch"
+    sbatch.write_text(
+        "#!/bin/sh\n"
+        f"echo x >> {tmp_path}/sbatch_calls\n"
+        f"cat > {queued} <<'J'\n{json.dumps(record)}\nJ\n"
+        "sleep 5\n"
+    )
+    squeue = tmp_path / "squeue"
+    squeue.write_text(
+        f"#!/bin/sh\nif [ -e {queued} ]; then cat {queued}; else echo '{{\"jobs\": []}}'; fi\n"
+    )
+    for stub in (sbatch, squeue):
+        stub.chmod(0o755)
+    client = RealSlurmClient(
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        retry=RetryPolicy(attempts=3, timeout_s=0.5, backoff_s=0),
+        sleep=lambda _s: None,
+    )
+    job_id = client.submit(
+        SubmitRequest(tmp_path / "t.sbatch", job_name="t", comment="tok-timeout")
+    )
+    assert job_id == "77"
+    assert (tmp_path / "sbatch_calls").read_text().count("x") == 1
