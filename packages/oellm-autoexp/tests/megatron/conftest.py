@@ -15,14 +15,13 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema, schema_from_parser
-from oellm_autoexp.backends.megatron.source import load_megatron_parser, resolve_source
+from oellm_autoexp.backends.megatron.source import clear_caches, load_megatron_parser
 
 STAND_IN = Path(__file__).with_name("stand_in")
 
 
 def _forget_megatron() -> None:
-    load_megatron_parser.cache_clear()
-    resolve_source.cache_clear()
+    clear_caches()
     for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
         del sys.modules[name]
 

@@ -61,7 +61,6 @@ def _capture(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     raise _ParserCapturedError(parser)
 
 
-@cache
 def load_megatron_parser(
     module: str = DEFAULT_MODULE, megatron_path: str | None = None
 ) -> argparse.ArgumentParser:
@@ -72,6 +71,11 @@ def load_megatron_parser(
     (Megatron or one of its own imports such as torch is missing here) and `MegatronBrokenError`
     when importing it or building the parser fails otherwise.
     """
+    return _load_parser(module, megatron_path)  # one cache entry whatever the call spelling
+
+
+@cache
+def _load_parser(module: str, megatron_path: str | None) -> argparse.ArgumentParser:
     if megatron_path is not None and megatron_path not in sys.path:
         sys.path.insert(0, megatron_path)
     try:
@@ -159,3 +163,9 @@ def _load_schema(schema_file: str, key_prefix: str) -> ArgSchema:
         return ArgSchema.load(Path(schema_file))
     except ConfigError as exc:
         raise ConfigError(exc.detail, key=f"{key_prefix}.schema_file", file=exc.file) from None
+
+
+def clear_caches() -> None:
+    """Forget loaded parsers and resolved sources (tests that change what is importable)."""
+    _load_parser.cache_clear()
+    resolve_source.cache_clear()
