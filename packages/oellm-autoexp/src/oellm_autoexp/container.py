@@ -58,6 +58,12 @@ def exec_argv(spec: ContainerSpec, command: Sequence[str], *, workdir: Path) -> 
         raise ConfigError(
             f"expected apptainer or singularity, got {spec.runtime!r}", key="container.runtime"
         )
+    if any(ch in str(workdir) for ch in ",:"):
+        # --bind splits on ',' (several binds) and ':' (SRC:DST:OPTS)
+        raise AutoexpUsageError(
+            f"the working directory {workdir} contains ',' or ':', which {spec.runtime} --bind "
+            "cannot express; run from a directory without them"
+        )
     argv = [spec.runtime, "exec"]
     for bind in (str(workdir), *spec.binds):
         argv += ["--bind", bind]
@@ -80,6 +86,11 @@ def check_binds(binds: Sequence[str], *, key: str) -> tuple[str, ...]:
                 f"bind {bind!r} has no source path (expected SRC[:DST[:OPTS]])", key=f"{key}[{i}]"
             )
         source = Path(src).expanduser().resolve()
+        if "," in bind or ":" in str(source):
+            raise ConfigError(
+                f"bind {bind!r}: a ',' or a ':' inside a path cannot be passed to --bind",
+                key=f"{key}[{i}]",
+            )
         if not source.exists():
             raise ConfigError(f"bind source {src!r} does not exist on this host", key=f"{key}[{i}]")
         checked.append(f"{source}{sep}{rest}")

@@ -78,6 +78,16 @@ def test_binds_are_made_absolute_and_missing_sources_refused(
     assert str(err.value) == "container.bind[1]: bind source 'nope' does not exist on this host"
     with pytest.raises(ConfigError, match="no source path"):
         check_binds([":/x"], key="--bind")
+    # --bind splits on ',' (several binds): a path holding one would be misread
+    (tmp_path / "a,b").mkdir()
+    with pytest.raises(ConfigError, match="cannot be passed to --bind"):
+        check_binds(["a,b"], key="--bind")
+
+
+def test_a_working_directory_bind_cannot_express_is_refused(tmp_path: Path) -> None:
+    odd = tmp_path / "run:1"
+    with pytest.raises(AutoexpUsageError, match="contains ',' or ':'"):
+        exec_argv(ContainerSpec(image="x.sif"), ["true"], workdir=odd)
 
 
 def test_env_items_need_a_variable_name() -> None:
