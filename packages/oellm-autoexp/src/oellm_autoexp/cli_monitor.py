@@ -145,9 +145,16 @@ def monitor_command(
 @click.argument("config", required=False)
 @click.argument("overrides", nargs=-1)
 @click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option(
+    "--job", "job_name", default=None, help="Also ask SLURM (scontrol show job) about this job."
+)
 @_state_dir_option
 def status_command(
-    config: str | None, overrides: tuple[str, ...], session_id: str | None, state_dir: Path | None
+    config: str | None,
+    overrides: tuple[str, ...],
+    session_id: str | None,
+    job_name: str | None,
+    state_dir: Path | None,
 ) -> int:
     """Table of every job of every session (as last recorded by a monitor)."""
     store = _store(state_dir, config, overrides)
@@ -155,8 +162,28 @@ def status_command(
     if not ids:
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK
-    _print_status([store.load(sid) for sid in ids])
+    sessions = [store.load(sid) for sid in ids]
+    _print_status(sessions)
+    if job_name is not None:
+        _print_job_details(sessions, job_name)
     return EXIT_OK
+
+
+def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:
+    """SLURM's own view of the job's latest attempt (one scontrol call)."""
+    jobs = [j for s in sessions for j in s.jobs.values() if job_name in (j.name, j.job_id)]
+    if not jobs:
+        raise AutoexpUsageError(f"no job named {job_name!r} in the listed sessions")
+    job = jobs[-1]
+    slurm_id = job.job_id or (job.attempts[-1]["job_id"] if job.attempts else None)
+    if slurm_id is None:
+        click.echo(f"{job.name}: not submitted yet")
+        return
+    details = _client().show(str(slurm_id))
+    wanted = ("JobId", "JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "StdOut")
+    for key in wanted:
+        if key in details:
+            click.echo(f"{key}: {details[key]}")
 
 
 def _print_status(sessions: Sequence[Session]) -> None:

@@ -310,3 +310,40 @@ echo "TRAINING DONE"
     second = tmp_path / "logs" / f"job0_{job.attempts[1]['job_id']}.out"
     checkpoint = tmp_path / "jobs" / "job0" / "checkpoints" / "iter_0000010"
     assert f"resumed from {checkpoint}" in second.read_text()
+
+
+def test_status_job_asks_slurm_through_scontrol(
+    slurm_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    session, store = make_session(
+        tmp_path,
+        jobs=1,
+        array=False,
+        monitor=MONITOR,
+        script_body=BODY.format(root=tmp_path, first="normal"),
+    )
+    controller = MonitorController(_client(slurm_cluster), store, [session])
+    _run(controller, 60)
+    done = subprocess.run(
+        [str(EXE), "status", "--state-dir", str(store.state_dir), "--job", "job0"],
+        env={**os.environ, **slurm_cluster.env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    job_id = store.load(session.session_id).jobs["k0"].attempts[0]["job_id"]
+    assert f"JobId: {job_id}" in done.stdout
+    assert "JobState: COMPLETED" in done.stdout
+    assert "ExitCode: 0:0" in done.stdout
+    unknown = subprocess.run(
+        [str(EXE), "status", "--state-dir", str(store.state_dir), "--job", "nope"],
+        env={**os.environ, **slurm_cluster.env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert unknown.returncode == 2
+    assert "no job named 'nope'" in unknown.stderr
