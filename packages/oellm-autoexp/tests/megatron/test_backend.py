@@ -162,7 +162,7 @@ def test_dumped_schema_validates_like_the_parser_on_a_host_without_megatron(
     cmd = [sys.executable, "-m", "oellm_autoexp.backends.megatron", "dump-schema", str(schema_file)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "wrote 85 Megatron arguments" in done.stdout
+    assert "wrote 86 Megatron arguments" in done.stdout
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     assert again.returncode == 2 and "already exists" in again.stderr
 

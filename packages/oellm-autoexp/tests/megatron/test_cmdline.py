@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema, ArgSpec
-from oellm_autoexp.backends.megatron.cmdline import check_with_parser, serialise
+from oellm_autoexp.backends.megatron.cmdline import check_with_parser, serialise, serialise_one
 from oellm_autoexp.backends.megatron.validate import normalise_args
 from oellm_autoexp.errors import ConfigError
 
@@ -70,6 +71,21 @@ def test_values_lists_and_defaults(schema: ArgSchema, parser: argparse.ArgumentP
     assert ns.wandb_exp_name == "-starts-with-dash" and ns.recompute_modules == []
 
 
+def test_type_bool_options_get_a_text_bool_reads_back(
+    schema: ArgSchema, parser: argparse.ArgumentParser
+) -> None:
+    argv = serialise({"use_tp_pp_dp_mapping": True}, schema)
+    assert argv == ["--use-tp-pp-dp-mapping=True"]
+    assert parser.parse_args(argv).use_tp_pp_dp_mapping is True
+    spec = schema.get("use_tp_pp_dp_mapping")
+    assert spec is not None
+    false_spec = dataclasses.replace(spec, default=True)  # as if the default were True
+    assert serialise_one(false_spec, False) == ["--use-tp-pp-dp-mapping="]
+    assert parser.parse_args(["--use-tp-pp-dp-mapping="]).use_tp_pp_dp_mapping is False
+    with pytest.raises(ConfigError, match="expected true or false"):
+        normalise_args({"use_tp_pp_dp_mapping": "False"}, schema, key_prefix=PREFIX)
+
+
 def test_parser_check_maps_a_custom_type_failure_to_its_key(
     schema: ArgSchema, parser: argparse.ArgumentParser
 ) -> None:
@@ -122,6 +138,8 @@ def _scalar(spec: ArgSpec, *, in_list: bool) -> st.SearchStrategy[Any]:
         return _NUMBER_INT
     if spec.value_type == "float":
         return _LIST_FLOAT if in_list else _FLOAT
+    if spec.value_type == "bool":
+        return st.booleans()
     return _LIST_TEXT if in_list else _TEXT
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from oellm_autoexp.errors import ConfigError
 
 Kind = Literal["value", "list", "flag", "bool_optional", "unsupported"]
-ValueType = Literal["int", "float", "str", "custom"]
+ValueType = Literal["int", "float", "str", "bool", "custom"]
 
 SCHEMA_FORMAT = "oellm-autoexp/megatron-args/1"
 
@@ -65,7 +65,12 @@ class ArgSpec:
         elif self.value_type == "custom":
             base = f"a value accepted by {self.type_name or 'its type function'}"
         else:
-            base = {"int": "an integer", "float": "a number", "str": "a string"}[self.value_type]
+            base = {
+                "int": "an integer",
+                "float": "a number",
+                "str": "a string",
+                "bool": "true or false",
+            }[self.value_type]
         if self.kind == "list":
             count = f"exactly {self.nargs}" if isinstance(self.nargs, int) else "a list of"
             return f"{count} items, each {base}" if count != "a list of" else f"a list, each {base}"
@@ -174,6 +179,8 @@ def _value_type(action: argparse.Action) -> tuple[ValueType, str | None]:
         return "int", None
     if kind is float:
         return "float", None
+    if kind is bool:  # `type=bool`: argparse calls bool(text), so only "" reads as False
+        return "bool", None
     return "custom", getattr(kind, "__name__", type(kind).__name__)
 
 

@@ -6,7 +6,8 @@ and Megatron's default for every other destination.
 
 - a value equal to the parser's default is left out (the command line says what differs);
 - single values are written ``--opt=VALUE``, which argparse never mistakes for an option even
-  when VALUE starts with ``-``;
+  when VALUE starts with ``-`` (and which can carry the empty text that a ``type=bool`` option
+  needs for False, since argparse calls ``bool(text)``);
 - lists are written ``--opt V1 V2 ...`` (an empty list for ``nargs="*"`` is the bare option);
 - ``store_true`` / ``store_false`` / ``store_const`` write their option when the value is the
   stored constant; ``BooleanOptionalAction`` writes ``--opt`` or ``--no-opt``;
@@ -73,6 +74,9 @@ def _same(value: Any, default: Any) -> bool:
 
 
 def _token(value: Any, *, in_list: bool) -> str:
+    if isinstance(value, bool):
+        # a `type=bool` option runs bool(text): any non-empty text is True, only "" is False
+        return "True" if value else ""
     if isinstance(value, float):
         text = repr(value)
         if in_list and value < 0 and "e" in text:

@@ -145,6 +145,10 @@ def _normalise_scalar(spec: ArgSpec, value: Any, *, key: str) -> Any:
 
 
 def _convert(spec: ArgSpec, value: Any, *, key: str) -> Any:
+    if spec.value_type == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"expected true or false for {spec.option}, got {value!r}", key=key)
+        return value
     if isinstance(value, bool):
         # YAML turns `yes`/`on` into booleans; no value option of Megatron takes one.
         raise ConfigError(

@@ -5,7 +5,8 @@ It has the same shape as the real module, so the backend's import path is exerci
 `parse_args(extra_args_provider, ignore_unknown_args)` builds the parser, hands it to the provider,
 then reads `sys.argv`. The arguments cover every argparse pattern the real parser uses:
 
-- `type=int/float/str` with `default=None` or a value, `choices` (strings and ints);
+- `type=int/float/str` with `default=None` or a value, `choices` (strings and ints), and the
+  `type=bool` trap (argparse calls `bool(text)`, so "False" reads as True);
 - `store_true` flags, and `--no-...` options that are `store_false` with an explicit `dest`;
 - `argparse.BooleanOptionalAction` (`--x` / `--no-x`);
 - `nargs="*"` / `"+"` / an int, with and without an element type;
@@ -208,6 +209,7 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     group.add_argument("--hierarchical-context-parallel-sizes", nargs="+", type=int, default=None)
     group.add_argument("--pipeline-model-parallel-layout", type=tuple_type, default=None)
     group.add_argument("--distributed-timeout-minutes", type=int, default=10)
+    group.add_argument("--use-tp-pp-dp-mapping", type=bool, default=False)
     return parser
 
 
