@@ -97,20 +97,28 @@ def plan_command(
 @_config_dir_option
 @_test_only_option
 @click.option("--dry-run", is_flag=True, help="Print the scripts and exact sbatch commands only.")
+@click.option(
+    "--no-monitor", is_flag=True, help="Return after submission; monitor later with `monitor`."
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
     config_dir: Path | None,
     test_only: str | None,
     dry_run: bool,
-) -> None:
-    """Plan, then submit the scripts with sbatch (with --dry-run: print, submit nothing)."""
-    if not dry_run:
-        raise click.UsageError(
-            "submission without --dry-run is not available in this version; "
-            "use `oellm-autoexp submit CONFIG --dry-run`"
-        )
+    no_monitor: bool,
+) -> int:
+    """Plan, then submit the scripts with sbatch and monitor the jobs.
+
+    With --dry-run: print every script and the exact sbatch commands; submit nothing.
+    """
     result, notes = _plan(config, overrides, config_dir, test_only)
+    for note in notes:
+        click.echo(note, err=True)
+    if not dry_run:
+        from oellm_autoexp.cli_monitor import run_submit
+
+        return run_submit(result.plan, result.config, monitor=not no_monitor)
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)
@@ -119,8 +127,7 @@ def submit_command(
 
     for argv in result.plan.sbatch_commands():
         click.echo(shlex.join(argv))
-    for note in notes:
-        click.echo(note, err=True)
+    return EXIT_OK
 
 
 def _print_summary(result: PlanResult, *, show_all: bool) -> None:

@@ -104,9 +104,21 @@ def test_submit_dry_run_prints_scripts_and_exact_commands_and_submits_nothing(
     assert "sbatch --test-only accepted 1 of 1 script(s)" in done.stderr
 
 
-def test_submit_without_dry_run_is_a_usage_error_here(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run_cli(["submit", str(EXAMPLE)], capsys)
-    assert code == 2 and "--dry-run" in err
+def test_submit_without_slurm_installed_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    empty = tmp_path / "nobin"
+    empty.mkdir()
+    out = tmp_path / "o"
+    done = subprocess.run(
+        [EXE, "submit", str(EXAMPLE), f"project.base_output_dir={out}", "--no-monitor"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(empty), "HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("oellm-autoexp: error")]
+    assert len(errors) == 1 and "sbatch" in errors[0]
+    assert "Traceback" not in done.stderr
 
 
 def test_test_only_always_fails_when_sbatch_rejects(tmp_path: Path) -> None:

@@ -88,3 +88,30 @@ def _wait_for(path: Path, text: str, deadline: float) -> bool:
 
 def _read(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def test_submit_no_monitor_submits_the_planned_array_and_records_a_session(
+    slurm_cluster: Any, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [EXE, "submit", str(EXAMPLE), f"project.base_output_dir={tmp_path}", "--no-monitor"],
+        capture_output=True,
+        text=True,
+        env=slurm_cluster.env,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "4 job(s) submitted" in done.stdout
+    sessions = list((tmp_path / "monitoring_state").glob("*.json"))
+    assert len(sessions) == 1
+    plan_json = json.loads(next(tmp_path.glob("plans/*/plan.json")).read_text())
+    deadline = time.monotonic() + 90
+    for job in plan_json["jobs"]:
+        logs = tmp_path / "logs"
+        marker = f"oellm-autoexp: completed {job['name']}"
+        while time.monotonic() < deadline and not any(
+            marker in _read(p) for p in logs.glob("*.out")
+        ):
+            time.sleep(0.3)
+        assert any(marker in _read(p) for p in logs.glob("*.out")), slurm_cluster.log_tail()
