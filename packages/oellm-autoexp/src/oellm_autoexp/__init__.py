@@ -1,10 +1,36 @@
-"""oellm_autoexp: one YAML config to SLURM job arrays, monitored and restarted by policy."""
+"""oellm_autoexp: one YAML config to SLURM job arrays, monitored and restarted by policy.
 
-from importlib.metadata import PackageNotFoundError, version
+Programmatic use: `load_config` -> `build_plan` -> `write_plan` (see `oellm_autoexp.api`-level
+names below, imported lazily so that `import oellm_autoexp` and `oellm-autoexp --help` stay
+cheap: no Hydra, OmegaConf, Jinja2, torch or Megatron until a plan is made).
+"""
 
-try:
-    __version__ = version("oellm-autoexp")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
+from __future__ import annotations
 
-__all__ = ["__version__"]
+from typing import Any
+
+__all__ = ["__version__", "build_plan", "cli", "load_config", "main", "write_plan"]
+
+_LAZY = {
+    "load_config": "oellm_autoexp.config.loader",
+    "build_plan": "oellm_autoexp.orchestrator",
+    "write_plan": "oellm_autoexp.orchestrator",
+    "cli": "oellm_autoexp.cli",
+    "main": "oellm_autoexp.cli",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # importlib.metadata alone costs ~0.1 s at startup, so the version is looked up on demand.
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("oellm-autoexp")
+        except PackageNotFoundError:  # a source tree that was never installed
+            return "0.0.0+unknown"
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,26 +1,191 @@
-"""The `oellm-autoexp` command (skeleton: plan/submit/monitor arrive with the autoexp issues)."""
+"""The `oellm-autoexp` command.
+
+Exit codes: 0 ok, 1 the run failed, 2 usage or config error, 130 interrupted. A user mistake is
+one line on stderr, never a traceback. Imports here stay light (click only): `--help` must not
+pay for Hydra, OmegaConf, Jinja2 or any backend; commands import what they need when they run.
+"""
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import click
 
-from oellm_autoexp import __version__
+from oellm_autoexp.cli_monitor import register_commands
+from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
+
+if TYPE_CHECKING:
+    from oellm_autoexp.orchestrator import PlanResult
+
+SUMMARY_ROWS = 20
+
+_config_argument = click.argument("config")
+_overrides_argument = click.argument("overrides", nargs=-1)
+_config_dir_option = click.option(
+    "--config-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Hydra config tree to load CONFIG names from (default: the packaged tree).",
+)
+_test_only_option = click.option(
+    "--test-only",
+    "test_only",
+    type=click.Choice(["auto", "always", "never"]),
+    default=None,
+    help="Run `sbatch --test-only` on the scripts: auto (when sbatch is on PATH; a rejection is "
+    "a warning), always (a rejection fails), never. Default: slurm.test_only.",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="oellm-autoexp")
+@click.version_option(
+    None, "--version", "-V", package_name="oellm-autoexp", prog_name="oellm-autoexp"
+)
 def cli() -> None:
     """One YAML config to SLURM job arrays.
 
     Expand a sweep, render SBATCH scripts, submit them, monitor the jobs and restart them by
     policy, with resumable session state. SLURM does the scheduling.
+
+    CONFIG is a YAML file path or a config name from the Hydra tree (e.g. `autoexp`),
+    followed by overrides such as `sweep=lr_grid project.name=run1 +slurm.sbatch.qos=high`.
     """
 
 
-def main() -> None:
-    """Run the CLI; Click exits with 0 on success and 2 on a usage error."""
-    cli.main(prog_name="oellm-autoexp")
+def _plan(
+    config: str, overrides: Sequence[str], config_dir: Path | None, test_only: str | None
+) -> tuple[PlanResult, list[str]]:
+    from oellm_autoexp.config.loader import load_config
+    from oellm_autoexp.errors import ConfigError
+    from oellm_autoexp.orchestrator import build_plan, write_plan
+
+    loaded = load_config(config, overrides, config_dir=config_dir)
+    try:
+        result = build_plan(loaded.root)
+        notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
+    except ConfigError as exc:  # name the config it came from, unless it names its own file
+        raise exc.with_file(loaded.source) from None
+    return result, notes
+
+
+@cli.command("plan")
+@_config_argument
+@_overrides_argument
+@_config_dir_option
+@_test_only_option
+@click.option("--all", "show_all", is_flag=True, help="List every job, not only the first 20.")
+def plan_command(
+    config: str,
+    overrides: tuple[str, ...],
+    config_dir: Path | None,
+    test_only: str | None,
+    show_all: bool,
+) -> None:
+    """Expand the sweep and write scripts and plan files; submit nothing."""
+    result, notes = _plan(config, overrides, config_dir, test_only)
+    _print_summary(result, show_all=show_all)
+    for note in notes:
+        click.echo(note, err=note.startswith("warning"))
+
+
+@cli.command("submit")
+@_config_argument
+@_overrides_argument
+@_config_dir_option
+@_test_only_option
+@click.option("--dry-run", is_flag=True, help="Print the scripts and exact sbatch commands only.")
+@click.option(
+    "--no-monitor", is_flag=True, help="Return after submission; monitor later with `monitor`."
+)
+def submit_command(
+    config: str,
+    overrides: tuple[str, ...],
+    config_dir: Path | None,
+    test_only: str | None,
+    dry_run: bool,
+    no_monitor: bool,
+) -> int:
+    """Plan, then submit the scripts with sbatch and monitor the jobs.
+
+    With --dry-run: print every script and the exact sbatch commands; submit nothing.
+    """
+    result, notes = _plan(config, overrides, config_dir, test_only)
+    for note in notes:
+        click.echo(note, err=True)
+    if not dry_run:
+        from oellm_autoexp.cli_monitor import run_submit
+
+        return run_submit(result.plan, result.config, monitor=not no_monitor)
+    for script in result.plan.scripts:
+        click.echo(f"# ---- {script.path}")
+        click.echo(result.scripts[script.path], nl=False)
+    click.echo("# ---- sbatch commands (dry run: nothing was submitted)")
+    import shlex
+
+    for argv in result.plan.sbatch_commands():
+        click.echo(shlex.join(argv))
+    return EXIT_OK
+
+
+def _print_summary(result: PlanResult, *, show_all: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    plan = result.plan
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: no line-wrapping at 80 columns
+        console = Console(highlight=False, width=200)
+    arrays = sum(1 for s in plan.scripts if s.array_spec)
+    console.print(
+        f"plan {plan.plan_id}: {len(plan.jobs)} job(s) in {len(plan.scripts)} script(s) "
+        f"({arrays} array(s)); nothing submitted"
+    )
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("#", "name", "job id", "script", "task", "params"):
+        table.add_column(column, overflow="fold")
+    jobs = plan.jobs if show_all else plan.jobs[:SUMMARY_ROWS]
+    for job in jobs:
+        params = " ".join(f"{k}={_short(v)}" for k, v in job.params.items())
+        task = str(job.array.task_index) if job.array else "-"
+        table.add_row(str(job.index), job.name, job.job_id, job.script.name, task, params)
+    console.print(table)
+    if len(jobs) < len(plan.jobs):
+        console.print(f"... and {len(plan.jobs) - len(jobs)} more (--all lists every job)")
+    console.print(f"artifacts: {plan.plan_dir}  (plan.json, sweep.json, config.yaml, scripts/)")
+
+
+def _short(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) and " " in value else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli_monitor)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and map outcomes to exit codes (see module docstring)."""
+    try:
+        result = cli.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="oellm-autoexp",
+            standalone_mode=False,
+        )
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("oellm-autoexp: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as exc:  # --help, --version
+        return exc.exit_code
+    except click.ClickException as exc:  # bad flags: click's own message, exit 2
+        exc.show()
+        return EXIT_USAGE
+    except AutoexpError as exc:
+        click.echo(f"oellm-autoexp: error: {exc}", err=True)
+        return exc.exit_code
+    return result if isinstance(result, int) else EXIT_OK
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Atomic file writes: temp file in the same directory, fsync, then rename.
+
+A reader never sees a half-written artifact; a crash leaves at most a stray temp file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_text_atomic(
+    path: Path, text: str, *, mode: int | None = None, fsync: bool = True
+) -> Path:
+    """Write `text` to `path` atomically (replacing an older file of that name).
+
+    `fsync=False` is for batches: the caller syncs once (`os.sync()`) after the last file
+    instead of paying one journal commit per file.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        if mode is not None:
+            tmp.chmod(mode)
+        tmp.replace(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return path
+
+
+def write_json_atomic(path: Path, data: Any) -> Path:
+    """Write `data` as strict JSON (no NaN/Infinity), keys in insertion order, atomically."""
+    return write_text_atomic(path, json.dumps(data, indent=2, allow_nan=False) + "\n")

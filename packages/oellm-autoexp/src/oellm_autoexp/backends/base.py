@@ -1,0 +1,115 @@
+"""The backend adapter contract: one job's parameters in, one launch command out.
+
+A backend is chosen by config alone: the `backend:` section of the config carries the
+`class_name` of a config class registered under `BackendInterface`, and the planner
+instantiates it through the compoconf registry (`config.instantiate(BackendInterface)`).
+Nothing in the planner names a concrete backend.
+
+Implementations must keep heavy imports (torch, megatron) inside their methods: importing this
+package, or planning with another backend, must not import them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compoconf import ConfigInterface, RegistrableConfigInterface, register_interface
+
+# The per-job fields every template may reference besides the job's params.
+JOB_FIELDS = ("job_id", "name", "index", "output_dir", "project")
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a backend knows about one job when it builds its command.
+
+    `params` are the job's sweep values (flat, dotted keys, e.g. ``{"backend.lr": 3e-4}``);
+    `output_dir` is the job's own directory under the output root.
+    """
+
+    job_id: str
+    name: str
+    index: int
+    params: Mapping[str, Any]
+    output_dir: Path
+    project: str
+
+    def format_fields(self) -> dict[str, Any]:
+        """Fields a backend string template may reference: the job's fields plus every param.
+
+        Dotted param keys are also offered with dots replaced by underscores, because
+        `str.format` reads ``{backend.lr}`` as attribute access.
+        """
+        fields: dict[str, Any] = {
+            "job_id": self.job_id,
+            "name": self.name,
+            "index": self.index,
+            "output_dir": str(self.output_dir),
+            "project": self.project,
+        }
+        for key, value in self.params.items():
+            fields[key] = value
+            fields[key.replace(".", "_")] = value
+        return fields
+
+
+@dataclass(frozen=True)
+class LaunchCommand:
+    """The process one job runs: an argv list (never a shell string) and extra environment."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class BackendConfig(ConfigInterface):
+    """Base of every backend config (gives them a common type for annotations)."""
+
+
+@register_interface
+class BackendInterface(RegistrableConfigInterface):
+    """A training backend adapter, registered with compoconf.
+
+    Subclasses set ``config_class`` to their `BackendConfig` subclass and are decorated with
+    ``@compoconf.register``. The planner calls `validate` once with every job, then
+    `build_launch` per job.
+    """
+
+    config: BackendConfig
+
+    def __init__(self, config: BackendConfig, *args: Any, **kwargs: Any) -> None:
+        _ = args, kwargs  # RegistrableConfigInterface.__init__ ignores them too
+        self.config = config
+
+    def validate(self, jobs: Sequence[JobContext]) -> None:
+        """Check the backend config against every job's params before anything is written.
+
+        Raise `oellm_autoexp.errors.ConfigError` naming the key path on a bad value.
+        """
+
+    def build_launch(self, job: JobContext) -> LaunchCommand:
+        """The command (argv + env) that runs `job` inside the SBATCH script."""
+        raise NotImplementedError
+
+    def restart_overrides(self, job: JobContext, metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Params to change when `job` is restarted (e.g. load the latest checkpoint).
+
+        `metadata` is what the monitor knows (mode, error_type, ...). Default: nothing changes.
+        """
+        _ = job, metadata
+        return {}
+
+    def postprocess(self, output_dir: Path) -> None:
+        """Optional hook run after a job completed (e.g. convert checkpoints). Default: nothing."""
+        _ = output_dir
+
+
+def instantiate_backend(config: BackendConfig) -> BackendInterface:
+    """The backend registered for `config` (by its ``class_name``), through compoconf."""
+    backend = config.instantiate(BackendInterface)  # type: ignore[no-untyped-call]
+    if not isinstance(backend, BackendInterface):
+        raise TypeError(f"{type(backend).__name__} does not implement BackendInterface")
+    return backend

@@ -1,0 +1,106 @@
+"""The generic `command` backend: run any program, with per-job values formatted into argv.
+
+Config::
+
+    backend:
+      class_name: CommandBackend
+      argv: [python, train.py, --lr, "{lr}", --out, "{output_dir}"]
+      env: {WANDB_MODE: offline, RUN_NAME: "{name}"}
+
+Each argv element and env value is a `str.format` template over the job's fields (`name`,
+`job_id`, `index`, `output_dir`, `project`) and its sweep params (dots also as underscores:
+``{backend.lr}`` is spelled ``{backend_lr}``). The result is an argv list; the SBATCH renderer
+shell-quotes every element, so values never reach a shell unquoted.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from compoconf import register
+
+from oellm_autoexp.backends.base import (
+    JOB_FIELDS,
+    BackendConfig,
+    BackendInterface,
+    JobContext,
+    LaunchCommand,
+)
+from oellm_autoexp.errors import ConfigError, closest
+
+
+@dataclass
+class CommandBackendConfig(BackendConfig):
+    """argv and env templates of the command every job runs."""
+
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def template_fields(template: str) -> list[str]:
+    """The field names a `str.format` template references (``"{lr}-{name}"`` -> lr, name).
+
+    Raises ValueError for a malformed template (unbalanced braces).
+    """
+    names = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is not None:
+            if name == "" or name.isdigit():
+                raise ValueError("positional fields ({} or {0}) are not allowed; name the field")
+            names.append(name.split(".")[0].split("[")[0])
+    return names
+
+
+def check_template(template: str, known: Sequence[str], *, key: str) -> None:
+    """Raise ConfigError (naming `key`) if `template` references a field not in `known`."""
+    try:
+        names = template_fields(template)
+    except ValueError as exc:
+        raise ConfigError(f"bad template {template!r}: {exc}", key=key) from None
+    for name in names:
+        if name not in known:
+            hint = closest(name, known)
+            extra = f"; did you mean {{{hint}}}?" if hint else ""
+            raise ConfigError(
+                f"template {template!r} uses undefined placeholder {{{name}}}{extra} "
+                f"(known: {', '.join(sorted(set(known)))})",
+                key=key,
+            )
+
+
+@register
+class CommandBackend(BackendInterface):
+    """Runs `argv` with `env`, both formatted per job."""
+
+    config_class = CommandBackendConfig
+    config: CommandBackendConfig
+
+    def validate(self, jobs: Sequence[JobContext]) -> None:
+        """Every template must be well-formed and reference only fields every job has."""
+        if not self.config.argv:
+            raise ConfigError("argv is empty: give the command to run", key="backend.argv")
+        if not jobs:
+            return
+        # A placeholder must exist in *every* job: sweep branches may set different params.
+        key_sets = {frozenset(job.params) for job in jobs}
+        common = frozenset.intersection(*key_sets)
+        known = [*JOB_FIELDS, *common, *(name.replace(".", "_") for name in common)]
+        for i, item in enumerate(self.config.argv):
+            check_template(item, known, key=f"backend.argv[{i}]")
+        for name, value in self.config.env.items():
+            check_template(value, known, key=f"backend.env.{name}")
+
+    def build_launch(self, job: JobContext) -> LaunchCommand:
+        """argv/env templates formatted with this job's fields."""
+        fields = job.format_fields()
+        return LaunchCommand(
+            argv=tuple(_format(item, fields) for item in self.config.argv),
+            env={name: _format(value, fields) for name, value in self.config.env.items()},
+        )
+
+
+def _format(template: str, fields: Mapping[str, Any]) -> str:
+    return template.format_map(fields) if "{" in template else template

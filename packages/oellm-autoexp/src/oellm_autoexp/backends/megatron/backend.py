@@ -1,0 +1,213 @@
+"""The Megatron-LM backend: config, validation against Megatron's parser, and the launch command.
+
+YAML shape (``backend:`` section)::
+
+    class_name: MegatronBackend
+    entrypoint: pretrain_gpt.py
+    launcher: [torchrun, --nproc-per-node=gpu]
+    megatron:                 # Megatron arguments by destination name (args.<name> in Megatron)
+      num_layers: 24
+      lr: 3.0e-4
+      save: "{output_dir}/checkpoints"
+
+Sweeps set Megatron arguments as ``backend.megatron.<name>``. String values may use the job's
+fields (``{output_dir}``, ``{name}``, ``{job_id}``, ``{index}``, ``{project}`` and the sweep params
+with dots as underscores); ``{{`` / ``}}`` are literal braces. A value that is exactly one
+placeholder (``lr: "{lr}"``) takes the field's value with its type.
+
+Nothing here imports megatron or torch at import time; Megatron-LM's parser is imported when a
+plan with this backend is validated (see `source`).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from compoconf import register
+
+from oellm_autoexp.backends.base import BackendConfig, BackendInterface, JobContext, LaunchCommand
+from oellm_autoexp.backends.megatron.cmdline import (
+    check_with_parser,
+    parse_outcome_key,
+    serialise_tokens,
+)
+from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
+from oellm_autoexp.backends.megatron.validate import normalise_args
+from oellm_autoexp.errors import ConfigError
+
+KEY = "backend"
+ARGS_KEY = f"{KEY}.megatron"
+_PARAM_PREFIX = f"{ARGS_KEY}."
+
+
+@dataclass
+class MegatronBackendConfig(BackendConfig):
+    """Config of `MegatronBackend` (see the module docstring for the YAML shape)."""
+
+    megatron: dict[str, Any] = field(default_factory=dict)
+    entrypoint: str = "pretrain_gpt.py"
+    launcher: list[str] = field(default_factory=lambda: ["torchrun", "--nproc-per-node=gpu"])
+    env: dict[str, str] = field(default_factory=dict)
+    # Tokens appended verbatim after the serialised arguments (checked by Megatron's parser when
+    # it is importable), for options a config value cannot express.
+    extra_args: list[str] = field(default_factory=list)
+    # "auto": Megatron-LM's parser when importable, else schema_file;
+    # "megatron" / "schema": only that source.
+    arg_source: str = "auto"
+    megatron_module: str = DEFAULT_MODULE
+    megatron_path: str | None = None  # a Megatron-LM checkout to import the parser from
+    # JSON written by `python -m oellm_autoexp.backends.megatron dump-schema`
+    schema_file: str | None = None
+
+
+@register
+class MegatronBackend(BackendInterface):
+    """Runs `<launcher> <entrypoint> <Megatron args>` per job, checked by Megatron's parser."""
+
+    config_class = MegatronBackendConfig
+    config: MegatronBackendConfig
+
+    def __init__(self, config: MegatronBackendConfig, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.config = config
+        self._source: ArgumentSource | None = None
+
+    def argument_source(self) -> ArgumentSource:
+        """The schema (and parser, when Megatron-LM is importable) arguments are checked by."""
+        if self._source is None:
+            self._source = resolve_source(
+                mode=self.config.arg_source,
+                module=self.config.megatron_module,
+                megatron_path=self.config.megatron_path,
+                schema_file=self.config.schema_file,
+                key_prefix=KEY,
+            )
+        return self._source
+
+    def validate(self, jobs: Sequence[JobContext]) -> None:
+        """Check every job's Megatron arguments; the first problem is a `ConfigError`."""
+        for job in jobs:
+            self._megatron_argv(job)
+
+    def build_launch(self, job: JobContext) -> LaunchCommand:
+        """`launcher + [entrypoint] + Megatron args + extra_args`, and the configured env."""
+        megatron_argv = self._megatron_argv(job)  # memoised by the argument source
+        fields_ = job.format_fields()
+        launcher = [
+            _format(tok, fields_, key=f"{KEY}.launcher[{i}]")
+            for i, tok in enumerate(self.config.launcher)
+        ]
+        entrypoint = _format(self.config.entrypoint, fields_, key=f"{KEY}.entrypoint")
+        env = {
+            k: _format(str(v), fields_, key=f"{KEY}.env.{k}") for k, v in self.config.env.items()
+        }
+        return LaunchCommand(argv=(*launcher, entrypoint, *megatron_argv), env=env)
+
+    def megatron_args(self, job: JobContext) -> dict[str, Any]:
+        """The job's Megatron arguments (config + sweep values, placeholders filled), unchecked."""
+        return self._merged_args(job, job.format_fields())
+
+    def _merged_args(self, job: JobContext, fields_: Mapping[str, Any]) -> dict[str, Any]:
+        merged: dict[str, Any] = dict(self.config.megatron)
+        for key, value in job.params.items():
+            if key.startswith(_PARAM_PREFIX):
+                merged[key[len(_PARAM_PREFIX) :]] = value
+        return {
+            dest: _format_value(value, fields_, key=f"{ARGS_KEY}.{dest}")
+            for dest, value in merged.items()
+        }
+
+    def _megatron_argv(self, job: JobContext) -> tuple[str, ...]:
+        source = self.argument_source()
+        fields_ = job.format_fields()
+        try:
+            args = self._merged_args(job, fields_)
+            extra = tuple(
+                _format(t, fields_, key=f"{KEY}.extra_args[{i}]")
+                for i, t in enumerate(self.config.extra_args)
+            )
+            # The planner builds one backend per distinct sweep point and asks each for the
+            # command it already validated: the same arguments give the same argv.
+            memo_key = (repr(list(args.items())), extra)
+            cached = source.argv_memo.get(memo_key)
+            if cached is not None:
+                return cached
+            normalised = normalise_args(
+                args, source.schema, key_prefix=ARGS_KEY, other_keys=_config_field_names()
+            )
+            tokens = serialise_tokens(normalised, source.schema)
+            argv = (*(t for _, spec_tokens in tokens for t in spec_tokens), *extra)
+            if source.parser is not None:
+                shape = parse_outcome_key(tokens, extra)
+                if shape not in source.parsed_shapes:
+                    check_with_parser(
+                        source.parser,
+                        argv,
+                        source.schema,
+                        key_prefix=ARGS_KEY,
+                        extra_key=f"{KEY}.extra_args",
+                    )
+                    source.parsed_shapes.add(shape)
+        except ConfigError as exc:
+            if self._varies_per_job(exc.key, job):
+                raise ConfigError(
+                    f"{exc.detail} (the value of job {job.name})", key=exc.key, file=exc.file
+                ) from None
+            raise
+        source.argv_memo[memo_key] = argv
+        return argv
+
+    def _varies_per_job(self, key: str | None, job: JobContext) -> bool:
+        """Whether the value at `key` comes from the sweep (directly or through a placeholder)."""
+        if key is None or not key.startswith(_PARAM_PREFIX):
+            return False
+        dest = key[len(_PARAM_PREFIX) :].split("[")[0]
+        configured = self.config.megatron.get(dest)
+        templated = "{" in str(configured) if configured is not None else False
+        return f"{_PARAM_PREFIX}{dest}" in job.params or templated
+
+
+def _config_field_names() -> list[str]:
+    return [f.name for f in fields(MegatronBackendConfig) if f.name != "megatron"]
+
+
+class _Fields(dict[str, Any]):
+    def __init__(self, data: Mapping[str, Any], key: str) -> None:
+        super().__init__(data)
+        self.key = key
+
+    def __missing__(self, name: str) -> Any:
+        known = ", ".join(sorted(k for k in self if "." not in k))
+        raise ConfigError(
+            f"unknown placeholder {{{name}}} (known: {known}; write {{{{ for a literal brace)",
+            key=self.key,
+        )
+
+
+_FORMATTER = string.Formatter()
+_WHOLE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _format(text: str, fields_: Mapping[str, Any], *, key: str) -> str:
+    if "{" not in text and "}" not in text:
+        return text
+    try:
+        return _FORMATTER.vformat(text, (), _Fields(fields_, key))
+    except (ValueError, IndexError, AttributeError, KeyError) as exc:
+        raise ConfigError(f"bad placeholder in {text!r}: {exc}", key=key) from None
+
+
+def _format_value(value: Any, fields_: Mapping[str, Any], *, key: str) -> Any:
+    if isinstance(value, str):
+        whole = _WHOLE_PLACEHOLDER.fullmatch(value)
+        if whole is not None:
+            # `lr: "{lr}"` takes the sweep value itself, keeping its type (a float stays a float).
+            return _Fields(fields_, key)[whole.group(1)]
+        return _format(value, fields_, key=key)
+    if isinstance(value, list | tuple):
+        return [_format_value(v, fields_, key=f"{key}[{i}]") for i, v in enumerate(value)]
+    return value

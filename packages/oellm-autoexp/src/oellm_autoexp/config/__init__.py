@@ -1,0 +1,1 @@
+"""Config: compoconf schema, loader (YAML path or Hydra name), resolvers, validation."""

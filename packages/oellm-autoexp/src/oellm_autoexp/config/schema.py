@@ -1,0 +1,108 @@
+"""The config tree as compoconf dataclasses.
+
+Sections with one shape are plain `ConfigInterface` dataclasses; sections with several possible
+implementations (backend, monitoring, restart policies) are typed by their registry
+(`BackendInterface.cfgtype`, ...), so YAML selects an implementation with ``class_name`` and
+maps straight onto its config class, with no wrapper keys.
+
+Enumerated string fields are plain `str` here and checked in `config.validation`, which gives
+a clearer message than a failed `Literal` parse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compoconf import ConfigInterface
+
+from oellm_autoexp.backends.base import BackendInterface
+from oellm_autoexp.config.interfaces import MonitorInterface, RestartPolicyInterface
+
+Scalar = str | int | float | bool
+
+
+@dataclass
+class ProjectConfig(ConfigInterface):
+    """Project metadata: a name and the output root that every artifact and job lives under."""
+
+    name: str
+    base_output_dir: str
+    # Where session files go; default <base_output_dir>/monitoring_state (spec: visible).
+    state_dir: str | None = None
+    description: str = ""
+
+
+@dataclass
+class SweepConfig(ConfigInterface):
+    """The sweep: `axes` is a product/list tree (see `sweep.expand`), `base` fixed params."""
+
+    axes: Any = field(default_factory=dict)
+    base: dict[str, Any] = field(default_factory=dict)
+    # str.format template over the job's params (dots -> underscores), job_id, index, project.
+    name_template: str = "{project}_{job_id}"
+    store_sweep_json: bool = True
+
+
+@dataclass
+class SlurmConfig(ConfigInterface):
+    """How jobs become SBATCH scripts. Every cluster-specific piece is a config value."""
+
+    # A built-in template name ("default") or a path to a Jinja2 template file.
+    template: str = "default"
+    submit_cmd: str = "sbatch"
+    # Job arrays by default; per-job scripts when false or when jobs need different directives.
+    array: bool = True
+    max_array_size: int = 1000
+    array_throttle: int | None = None  # `%N`: at most N tasks of an array run at once
+    # `#SBATCH --<key>=<value>` directives; underscores in keys become dashes; true = bare flag,
+    # null drops a directive inherited from another config.
+    sbatch: dict[str, Scalar | None] = field(default_factory=dict)
+    # Extra directive strings written verbatim after `#SBATCH ` (e.g. "--exclusive").
+    extra_directives: list[str] = field(default_factory=list)
+    # Cluster-level environment exported in every script (values are shell-quoted).
+    env: dict[str, Scalar] = field(default_factory=dict)
+    # Prefix command for the job's command (e.g. a container exec), split like a shell would.
+    launcher_cmd: str = ""
+    use_srun: bool = True
+    srun_args: str = ""
+    # Raw shell lines run before the command. Written verbatim: config-author code, never
+    # interpolated with sweep values.
+    prologue: list[str] = field(default_factory=list)
+    # "auto": run `sbatch --test-only` on rendered scripts when sbatch is on PATH.
+    test_only: str = "auto"
+
+
+@dataclass
+class ContainerConfig(ConfigInterface):
+    """Optional container: plan inside it, submit on the host (see the container runner)."""
+
+    image: str | None = None
+    runtime: str = "apptainer"
+    bind: list[str] = field(default_factory=list)
+    extra_args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SchedulerConfig(ConfigInterface):
+    """Submission throttling (applies to `submit` and restarts)."""
+
+    max_jobs: int | None = None
+    submit_rate_limit_seconds: float | None = None
+
+
+@dataclass
+class RootConfig(ConfigInterface):
+    """The whole config. `restart.policies` in YAML is flattened into `restart_policies`."""
+
+    project: ProjectConfig
+    backend: BackendInterface.cfgtype  # type: ignore[valid-type]
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    monitoring: MonitorInterface.cfgtype | None = None  # type: ignore[valid-type]
+    restart_policies: list[RestartPolicyInterface.cfgtype] = field(  # type: ignore[valid-type]
+        default_factory=list
+    )
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    container: ContainerConfig | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)

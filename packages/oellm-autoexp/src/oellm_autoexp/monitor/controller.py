@@ -1,0 +1,625 @@
+"""The monitor loop: submit, poll, classify, decide, restart, persist.
+
+One `MonitorController` drives any number of sessions with **one** `query` per poll for all of
+their jobs. Every state change is written to the session file before the next SLURM call that
+depends on it; in particular a submission is recorded as an intent (`submit_token`, also passed
+to sbatch as the job comment) before sbatch runs and as a job id after, so a monitor killed at
+any point resumes without losing or duplicating a job (`reconcile`).
+
+Every transition, signal, decision and restart is logged at INFO on ``oellm_autoexp.monitor``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
+from oellm_autoexp.monitor.log_signals import read_new, scan
+from oellm_autoexp.monitor.policies import RestartContext, policy_for
+from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
+from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
+from oellm_autoexp.persistence.session import JobRecord, Session
+from oellm_autoexp.persistence.store import SessionStore
+from oellm_autoexp.slurm.client import (
+    JobInfo,
+    SlurmClient,
+    SlurmCommandError,
+    SlurmNotInstalledError,
+    SubmissionError,
+    SubmitRequest,
+)
+
+log = logging.getLogger("oellm_autoexp.monitor")
+
+# Log offsets and activity marks alone are saved at most this often (a 10,000-job session is
+# ~7 MiB); every state change is saved at once. After a crash, a resumed monitor re-reads at
+# most this much log, and the activity clock restarts at resume.
+ACTIVITY_SAVE_S = 300.0
+
+
+@dataclass(frozen=True)
+class Action:
+    """A log signal's `action`, collected for downstream tooling (see `drain_actions`)."""
+
+    action: str
+    signal: str
+    session_id: str
+    job: str
+    job_id: str | None
+    line: str
+    at: float
+
+
+@dataclass
+class PollReport:
+    """What one poll did (for the CLI, the event log and the benchmark)."""
+
+    jobs_polled: int = 0
+    slurm_calls: int = 0
+    submitted: int = 0
+    restarts_scheduled: int = 0
+    signals: int = 0  # log signal matches found in this poll
+    states: dict[str, int] = field(default_factory=dict)
+    slurm_error: str | None = None
+
+
+def resolve_log_path(template: str, job_id: str, slurm_name: str) -> Path:
+    """SLURM's filename pattern (%A %a %j %x %%) filled in for `job_id` (``123`` or ``123_4``)."""
+    return Path(_fill_log_pattern(template, job_id, slurm_name))
+
+
+def _fill_log_pattern(template: str, job_id: str, slurm_name: str) -> str:
+    if "%" not in template:
+        return template
+    base, _, task = job_id.partition("_")
+    text = template.replace("%%", "\0")
+    for key, value in (("%A", base), ("%a", task), ("%j", base), ("%x", slurm_name)):
+        text = text.replace(key, value)
+    return text.replace("\0", "%")
+
+
+def array_spec(indices: Iterable[int]) -> str:
+    """Compact SLURM array spec for task indices: [0,1,2,5] -> ``0-2,5``."""
+    ordered = sorted(set(indices))
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for value in [*ordered[1:], None]:
+        if value is not None and value == prev + 1:
+            prev = value
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if value is not None:
+            start = prev = value
+    return ",".join(parts)
+
+
+@dataclass
+class _Runtime:
+    session: Session
+    settings: MonitorSettings
+    dirty: bool = False  # a state changed: save before the next SLURM call
+    touched: bool = False  # only log offsets / activity marks moved: save now and then
+    saved_at: float = 0.0
+
+
+class MonitorController:
+    """Drives sessions to completion against one `SlurmClient`."""
+
+    def __init__(
+        self,
+        client: SlurmClient,
+        store: SessionStore,
+        sessions: Sequence[Session],
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.clock = clock
+        self._runtimes = [_Runtime(s, load_settings(s.monitoring)) for s in sessions]
+        self._actions: list[Action] = []
+        self._signal_hits = 0
+
+    # -- public API -----------------------------------------------------------------------
+    @property
+    def sessions(self) -> list[Session]:
+        """The sessions this controller drives."""
+        return [rt.session for rt in self._runtimes]
+
+    @property
+    def active(self) -> bool:
+        """Whether any job of any session still needs monitoring."""
+        return self._any_active()
+
+    def _any_active(self) -> bool:
+        return any(rt.session.active for rt in self._runtimes)
+
+    def drain_actions(self) -> list[Action]:
+        """Actions collected from log signals since the last call (and forget them)."""
+        out, self._actions = self._actions, []
+        return out
+
+    def poll_once(self) -> PollReport:
+        """One round: reconcile, submit what is due, one squeue, classify, decide, save."""
+        before = sum(self.client.calls.values())
+        report = PollReport()
+        self._signal_hits = 0
+        now = self.clock()
+        try:
+            self._reconcile()
+            report.submitted = self._submit_due(now)
+            report.restarts_scheduled = self._observe(now, report)
+        except SlurmCommandError as exc:
+            # No news is not bad news: job states stay as they were, the next poll retries.
+            report.slurm_error = str(exc)
+            log.warning("SLURM did not answer this poll (%s); job states unchanged", exc)
+        finally:
+            self._save_dirty()
+        report.slurm_calls = sum(self.client.calls.values()) - before
+        report.signals = self._signal_hits
+        for rt in self._runtimes:
+            for job in rt.session.jobs.values():
+                report.states[job.state] = report.states.get(job.state, 0) + 1
+            if not rt.session.active and rt.session.status != "finished":
+                rt.session.status = "finished"
+                self.store.save(rt.session)
+                log.info("session %s: all jobs finished", rt.session.session_id)
+        log.info(
+            "poll: %d jobs polled, states %s, %d signals, %d submitted, %d restarts scheduled, "
+            "%d SLURM calls",
+            report.jobs_polled,
+            dict(sorted(report.states.items())),
+            report.signals,
+            report.submitted,
+            report.restarts_scheduled,
+            report.slurm_calls,
+        )
+        return report
+
+    def run(
+        self,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        max_polls: int | None = None,
+    ) -> int:
+        """Poll until every job finished (or `max_polls`); returns the number of polls.
+
+        The interval is the smallest `poll_interval_seconds` of the sessions, shortened when a
+        restart is due sooner, and doubled (up to 8x) while SLURM keeps failing to answer.
+        """
+        polls, failures = 0, 0
+        while self._any_active() and (max_polls is None or polls < max_polls):
+            report = self.poll_once()
+            polls += 1
+            failures = failures + 1 if report.slurm_error else 0
+            if not self._any_active():
+                break
+            sleep(self._interval(failures))
+        return polls
+
+    # -- submission -----------------------------------------------------------------------
+    def _interval(self, failures: int) -> float:
+        base = float(min(rt.settings.config.poll_interval_seconds for rt in self._runtimes))
+        base *= 2 ** min(failures, 3)
+        due = [
+            job.next_submit_at
+            for rt in self._runtimes
+            for job in rt.session.jobs.values()
+            if job.next_submit_at is not None
+        ]
+        if due:
+            base = min(base, max(min(due) - self.clock(), 0.0) + 0.01)
+        return float(max(base, 0.01))
+
+    def _reconcile(self) -> None:
+        """Resolve submissions whose sbatch may or may not have happened (one squeue)."""
+        open_tokens = {
+            job.submit_token: (rt, job)
+            for rt in self._runtimes
+            for job in rt.session.jobs.values()
+            if job.submit_token is not None and job.job_id is None
+        }
+        if not open_tokens:
+            return
+        found = self.client.find_by_comment({t for t in open_tokens if t})
+        for rt in self._runtimes:
+            for job in rt.session.jobs.values():
+                token = job.submit_token
+                if token is None or job.job_id is not None:
+                    continue
+                hits = found.get(token, [])
+                base = _base_id(hits)
+                if base is not None:
+                    job.job_id = base if job.array_index is None else f"{base}_{job.array_index}"
+                    job.submitted_at = job.submitted_at or self.clock()
+                    log.info(
+                        "job %s: submission %s found in SLURM as %s (adopted, not resubmitted)",
+                        job.name,
+                        token,
+                        job.job_id,
+                    )
+                else:
+                    log.info(
+                        "job %s: submission %s never reached SLURM; it will be submitted",
+                        job.name,
+                        token,
+                    )
+                    job.next_submit_at = job.next_submit_at or self.clock()
+                job.submit_token = None
+                rt.dirty = True
+
+    def _due(self, job: JobRecord, now: float) -> bool:
+        if job.job_id is not None or job.submit_token is not None:
+            return False
+        if job.finished:
+            return False
+        never = not job.attempts and job.next_submit_at is None
+        return never or (job.next_submit_at is not None and job.next_submit_at <= now)
+
+    def _submit_due(self, now: float) -> int:
+        """Submit every due job: array tasks of one script (and time limit) in one sbatch.
+
+        All intents of this round are saved in one write before the first sbatch, and all
+        job ids in one write after the last: a crash anywhere in between leaves tokens that
+        `_reconcile` resolves against squeue, so two writes per round suffice at any size.
+        """
+        batches = self._batches(now)
+        if not batches:
+            return 0
+        self._save_dirty()  # the intents are on disk before any sbatch runs
+        submitted = 0
+        try:
+            for index, (rt, jobs, token) in enumerate(batches):
+                rt.dirty = True
+                try:
+                    submitted += self._submit_group(jobs, token, now)
+                except (SubmissionError, SlurmNotInstalledError) as exc:
+                    # sbatch refused (or is missing): certain that this batch is not queued.
+                    for job in jobs:
+                        job.submit_token = None
+                    if isinstance(exc, SlurmNotInstalledError) or self._fail_rejected(jobs, exc):
+                        # A first submission failed: stop; the later batches were not sent.
+                        for _rt, later, _token in batches[index + 1 :]:
+                            for job in later:
+                                job.submit_token = None
+                        raise
+        finally:
+            self._save_dirty()
+        return submitted
+
+    def _batches(self, now: float) -> list[tuple[_Runtime, list[JobRecord], str]]:
+        """Due jobs grouped into sbatch calls, each with a fresh submission token set."""
+        batches: list[tuple[_Runtime, list[JobRecord], str]] = []
+        for rt in self._runtimes:
+            groups: dict[tuple[Any, ...], list[JobRecord]] = {}
+            for job in rt.session.jobs.values():
+                if self._due(job, now):
+                    # A single-job script is one call per job.
+                    name = job.slurm_name if job.array_index is not None else job.key
+                    key = (job.script, name, job.time_limit, tuple(sorted(job.env.items())))
+                    groups.setdefault(key, []).append(job)
+            for jobs in groups.values():
+                token = f"autoexp-{rt.session.session_id}-{uuid.uuid4().hex[:12]}"
+                for job in jobs:
+                    job.submit_token = token
+                batches.append((rt, jobs, token))
+                rt.dirty = True
+        return batches
+
+    def _fail_rejected(self, jobs: list[JobRecord], exc: SubmissionError) -> bool:
+        """Mark rejected restarts failed; True when a first submission was rejected."""
+        initial = False
+        for job in jobs:
+            if not job.attempts:
+                initial = True
+                continue
+            self._set_state(job, MonitorState.FAILED, f"resubmission rejected: {exc}")
+            job.next_submit_at = None
+            job.outcome = {"mode": "crash", "error_type": "submit_failed", "reason": str(exc)}
+        return initial
+
+    def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
+        first = jobs[0]
+        extra: list[str] = []
+        if first.time_limit:
+            extra.append(f"--time={first.time_limit}")
+        if first.env:
+            pairs = ",".join(f"{k}={v}" for k, v in sorted(first.env.items()))
+            extra.append(f"--export=ALL,{pairs}")
+        array = None
+        if first.array_index is not None:
+            array = array_spec(job.array_index for job in jobs if job.array_index is not None)
+        request = SubmitRequest(
+            script=Path(first.script),
+            job_name=first.slurm_name,
+            array=array,
+            comment=token,
+            extra_args=tuple(extra),
+        )
+        base = self.client.submit(request)
+        for job in jobs:
+            new_id = base if job.array_index is None else f"{base}_{job.array_index}"
+            old_id = job.attempts[-1]["job_id"] if job.attempts else None
+            job.job_id, job.submit_token, job.submitted_at = new_id, None, now
+            job.next_submit_at, job.slurm_state, job.last_activity = None, None, None
+            job.log_offset, job.file_marks, job.signals = 0, {}, []
+            self._set_state(job, MonitorState.PENDING, f"submitted as {new_id}")
+            if old_id is not None:
+                log.info("job %s: restarted %s -> %s", job.name, old_id, new_id)
+            else:
+                log.info("job %s: submitted as %s", job.name, new_id)
+        return len(jobs)
+
+    # -- observation ----------------------------------------------------------------------
+    def _observe(self, now: float, report: PollReport) -> int:
+        watched = [
+            (rt, job)
+            for rt in self._runtimes
+            for job in rt.session.jobs.values()
+            if job.job_id is not None and not job.finished
+        ]
+        report.jobs_polled = len(watched)
+        if not watched:
+            return 0
+        answer = self.client.query([job.job_id for _, job in watched if job.job_id])
+        to_cancel: list[str] = []
+        scheduled = 0
+        for rt, job in watched:
+            assert job.job_id is not None
+            info = answer.jobs.get(job.job_id)
+            gone = job.job_id in answer.unknown
+            if info is None and not gone:
+                continue
+            before = (job.state, job.slurm_state, len(job.signals), len(job.attempts))
+            scheduled += self._observe_job(rt, job, info, gone, now, to_cancel)
+            if (job.state, job.slurm_state, len(job.signals), len(job.attempts)) != before:
+                rt.dirty = True
+            else:
+                rt.touched = True
+        if to_cancel:
+            # The stall decisions are on disk first: a resumed monitor must not mistake these
+            # cancellations for someone else's scancel.
+            self._save_dirty()
+            log.info("cancelling stalled jobs %s", ", ".join(to_cancel))
+            self.client.cancel(to_cancel)
+        return scheduled
+
+    def _observe_job(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        info: JobInfo | None,
+        gone: bool,
+        now: float,
+        to_cancel: list[str],
+    ) -> int:
+        """Update one job from SLURM's answer and its files; 1 if a restart was scheduled."""
+        assert job.job_id is not None
+        if info is not None and info.state != job.slurm_state:
+            log.info(
+                "job %s (%s): SLURM state %s -> %s%s",
+                job.name,
+                job.job_id,
+                job.slurm_state or "SUBMITTED",
+                info.state,
+                f" (reason {info.reason})" if info.reason not in ("", "None") else "",
+            )
+            job.slurm_state = info.state
+        marker = self._read_logs(rt, job, now)
+        if gone or (info is not None and info.terminal):
+            config = rt.settings.config
+            if not marker and config.termination_cmd:
+                marker = termination_cmd_succeeds(config.termination_cmd, job)
+            cls = classify_end(
+                info,
+                self._attempt_signals(rt, job),
+                completed_marker=marker,
+                marker_required=bool(config.termination_str or config.termination_cmd),
+            )
+            return self._finish_attempt(rt, job, cls, now)
+        assert info is not None
+        state = monitor_state_of(info.state)
+        if state is MonitorState.RUNNING:
+            if job.last_activity is None:
+                job.last_activity = now
+            idle = now - job.last_activity
+            threshold = rt.settings.config.inactivity_threshold_seconds
+            if idle > threshold:
+                self._set_state(job, MonitorState.STALLED, f"idle {idle:.0f} s")
+                to_cancel.append(job.job_id)
+                return self._finish_attempt(rt, job, classify_stall(idle, threshold), now)
+        self._set_state(job, state, info.state)
+        return 0
+
+    def _attempt_signals(self, rt: _Runtime, job: JobRecord) -> list[Any]:
+        seen = set(job.signals)
+        return [sig for sig in rt.settings.signals if sig.name in seen]
+
+    def _watched_files(self, job: JobRecord) -> list[str]:
+        # Plain strings, not Path objects: this runs for every job on every poll.
+        assert job.job_id is not None
+        return [_fill_log_pattern(job.log_path, job.job_id, job.slurm_name), *job.output_paths]
+
+    def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> bool:
+        """Scan new log lines for signals, note file activity; True if the marker was seen."""
+        files = self._watched_files(job)
+        log_size = -1
+        for path in files:
+            try:
+                stat = os.stat(path)  # noqa: PTH116 (str paths: per job and poll)
+            except OSError:
+                continue
+            if path is files[0]:
+                log_size = stat.st_size
+            mark = [float(stat.st_size), stat.st_mtime]
+            # Activity is a change seen between polls, timed by the monitor's clock: no
+            # dependence on the compute nodes' clocks or on the filesystem's mtime precision.
+            if job.file_marks.get(path) != mark:
+                job.file_marks[path] = mark
+                job.last_activity = now
+        lines: list[str] = []
+        if log_size >= 0 and log_size != job.log_offset:
+            lines, job.log_offset = read_new(files[0], job.log_offset, size=log_size)
+        marker = "completed" in job.signals
+        if not lines:
+            return marker
+        term = rt.settings.config.termination_str
+        if term and any(term in line for line in lines):
+            if not marker:
+                job.signals.append("completed")
+                log.info("job %s (%s): signal completed (mode=success)", job.name, job.job_id)
+            marker = True
+        for hit in scan(lines, rt.settings.signals):
+            self._signal_hits += 1
+            sig = hit.signal
+            if sig.name not in job.signals:
+                job.signals.append(sig.name)
+            log.info(
+                "job %s (%s): signal %s (mode=%s, action=%s): %s",
+                job.name,
+                job.job_id,
+                sig.name,
+                sig.mode,
+                sig.action,
+                hit.line.strip()[:200],
+            )
+            if sig.action:
+                self._actions.append(
+                    Action(
+                        sig.action,
+                        sig.name,
+                        rt.session.session_id,
+                        job.name,
+                        job.job_id,
+                        hit.line.strip(),
+                        now,
+                    )
+                )
+        return marker
+
+    # -- decisions ------------------------------------------------------------------------
+    def _finish_attempt(self, rt: _Runtime, job: JobRecord, cls: Classification, now: float) -> int:
+        job.attempts.append(
+            {
+                "job_id": job.job_id,
+                "slurm_state": job.slurm_state,
+                "mode": str(cls.mode),
+                "metadata": cls.metadata,
+                "ended_at": now,
+                "signals": list(job.signals),
+            }
+        )
+        log.info("job %s (%s): classified %s %s", job.name, job.job_id, cls.mode, cls.metadata)
+        job.job_id = None
+        if cls.mode is Mode.SUCCESS:
+            job.outcome = {"mode": "success", **cls.metadata}
+            self._set_state(job, MonitorState.COMPLETED, "success")
+            return 0
+        mode = str(cls.mode)
+        settings = rt.settings
+        attempt = job.restarts.get(mode, 0)
+        total = sum(job.restarts.values())
+        policy = policy_for(settings.policies, mode)
+        if policy is None:
+            action, reason, time_limit = "stop", f"no restart policy for mode {mode}", None
+        elif total >= settings.config.max_restarts:
+            action, reason, time_limit = (
+                "stop",
+                f"global restart cap reached ({total}/{settings.config.max_restarts})",
+                None,
+            )
+        else:
+            decision = policy.decide(
+                RestartContext(
+                    mode, dict(cls.metadata), attempt, job.time_limit, job.name, job.output_dir
+                )
+            )
+            action, reason, time_limit = decision.action, decision.reason, decision.time_limit
+            if decision.restart:
+                job.env.update(decision.env)
+        log.info(
+            "job %s: policy %s decided %s (reason: %s; attempt %d for %s, %d restarts total)",
+            job.name,
+            type(policy).__name__ if policy else "none",
+            action,
+            reason,
+            attempt + 1,
+            mode,
+            total,
+        )
+        if action != "restart":
+            job.outcome = {"mode": mode, **cls.metadata, "decision": reason}
+            self._set_state(job, MonitorState.FAILED, reason)
+            job.next_submit_at = None
+            return 0
+        job.restarts[mode] = attempt + 1
+        if time_limit:
+            job.time_limit = time_limit
+        job.next_submit_at = now + settings.backoff(total)
+        job.outcome = None
+        self._set_state(job, MonitorState.PENDING, f"restart scheduled: {reason}")
+        return 1
+
+    def _set_state(self, job: JobRecord, state: MonitorState, detail: str) -> None:
+        if job.state == state.value:
+            return
+        log.info("job %s: %s -> %s (%s)", job.name, job.state, state.value, detail)
+        job.record_transition(self.clock(), job.state, state.value, detail)
+        job.state = state.value
+
+    def _save_dirty(self) -> None:
+        now = self.clock()
+        for rt in self._runtimes:
+            if rt.dirty or (rt.touched and now - rt.saved_at >= ACTIVITY_SAVE_S):
+                self.store.save(rt.session)
+                rt.dirty = rt.touched = False
+                rt.saved_at = now
+
+
+# A termination command that hangs must not hang the monitor.
+TERMINATION_CMD_TIMEOUT_S = 120.0
+
+
+def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
+    """Run `monitoring.termination_cmd` for a finished job; exit 0 means the run completed.
+
+    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` are filled in (shell-quoted). A
+    timeout or a command that cannot start counts as "not completed" and is logged.
+    """
+    job_id = str(job.job_id)
+    fields = {
+        "output_dir": job.output_dir,
+        "name": job.name,
+        "job_id": job_id,
+        "log": _fill_log_pattern(job.log_path, job_id, job.slurm_name),
+    }
+    try:
+        text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})
+        done = subprocess.run(
+            ["bash", "-c", text],
+            capture_output=True,
+            timeout=TERMINATION_CMD_TIMEOUT_S,
+            check=False,
+        )
+    except (KeyError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("job %s: termination_cmd failed to run (%s)", job.name, exc)
+        return False
+    log.info("job %s: termination_cmd exited %d", job.name, done.returncode)
+    return done.returncode == 0
+
+
+def _base_id(hits: list[JobInfo]) -> str | None:
+    for info in hits:
+        if info.array_job_id:
+            return info.array_job_id
+        return info.job_id.split("_")[0]
+    return None

@@ -1,0 +1,169 @@
+"""Log signals: regex or substring patterns in job logs that emit named signals.
+
+A signal can carry a restart `mode` and metadata (`error_type`, `subsystem`) that feed the
+classification, and/or an `action` the controller collects for downstream tooling
+(`MonitorController.drain_actions()`). Logs are read incrementally from a saved byte offset, so
+a poll over 10,000 jobs reads only what was appended since the last poll.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.errors import ConfigError
+
+# At most this much new log text is read per job and poll (a job spewing gigabytes must not
+# stall the monitor); the rest is read at the next poll.
+MAX_READ_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class LogSignal:
+    """One pattern and what its match means."""
+
+    name: str
+    pattern: str
+    regex: bool = True
+    mode: str | None = None
+    action: str | None = None
+    error_type: str | None = None
+    subsystem: str | None = None
+
+    def matches(self, line: str) -> bool:
+        """Whether `line` contains this signal."""
+        if self.regex:
+            return _compiled(self.pattern).search(line) is not None
+        return self.pattern in line
+
+
+_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    found = _CACHE.get(pattern)
+    if found is None:
+        found = _CACHE[pattern] = re.compile(pattern)
+    return found
+
+
+# Pre-registered generic signals: errors, completion and checkpoint publication. Ordered from
+# the most to the least specific error, which is the order classification prefers them in.
+DEFAULT_SIGNALS: tuple[LogSignal, ...] = (
+    LogSignal(
+        "oom",
+        r"CUDA out of memory|OutOfMemoryError|HIP out of memory",
+        mode="crash",
+        error_type="oom",
+        subsystem="cuda",
+    ),
+    LogSignal(
+        "nccl",
+        r"NCCL (?:error|WARN .*[Tt]imeout)|ncclInternalError|"
+        r"Watchdog caught collective operation timeout",
+        mode="crash",
+        error_type="nccl",
+        subsystem="distributed",
+    ),
+    LogSignal(
+        "exception",
+        r"^Traceback \(most recent call last\)",
+        mode="crash",
+        error_type="exception",
+        subsystem="python",
+    ),
+    LogSignal("nan_loss", r"\bloss\b.*\bnan\b|NaN detected", regex=True, action="nan_loss"),
+    LogSignal(
+        "checkpoint_saved",
+        r"[Ss]aved checkpoint|successfully saved checkpoint",
+        action="checkpoint_saved",
+    ),
+)
+
+_VALID_MODES = {"stall", "crash", "timeout", "success"}
+
+
+def parse_signals(
+    raw: Sequence[Mapping[str, Any]], key: str = "monitoring.log_signals"
+) -> list[LogSignal]:
+    """Signals from config; a bad entry is a `ConfigError` naming its index and field."""
+    out: list[LogSignal] = []
+    allowed = set(LogSignal.__dataclass_fields__)
+    for index, item in enumerate(raw):
+        where = f"{key}[{index}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError("expected a mapping with name and pattern", key=where)
+        unknown = sorted(set(item) - allowed)
+        if unknown:
+            raise ConfigError(f"unknown key(s) {', '.join(unknown)}", key=where)
+        if not item.get("name") or not item.get("pattern"):
+            raise ConfigError("needs both 'name' and 'pattern'", key=where)
+        mode = item.get("mode")
+        if mode is not None and mode not in _VALID_MODES:
+            raise ConfigError(
+                f"mode must be one of {sorted(_VALID_MODES)}, got {mode!r}", key=f"{where}.mode"
+            )
+        if item.get("regex", True):
+            try:
+                re.compile(str(item["pattern"]))
+            except re.error as exc:
+                raise ConfigError(f"invalid regex: {exc}", key=f"{where}.pattern") from None
+        out.append(LogSignal(**{k: item[k] for k in item}))
+    return out
+
+
+@dataclass(frozen=True)
+class SignalHit:
+    """A signal found in a log line."""
+
+    signal: LogSignal
+    line: str
+
+
+@functools.lru_cache(maxsize=64)
+def _any_signal(signals: tuple[LogSignal, ...]) -> re.Pattern[str]:
+    # One pass over a line decides whether any signal can match; most lines match none.
+    parts = [s.pattern if s.regex else re.escape(s.pattern) for s in signals]
+    return re.compile("|".join(f"(?:{p})" for p in parts) or "(?!)", re.MULTILINE)
+
+
+def scan(lines: Iterable[str], signals: Sequence[LogSignal]) -> list[SignalHit]:
+    """Every (signal, line) match, in log order; a line may match several signals."""
+    prefilter = _any_signal(tuple(signals))
+    return [
+        SignalHit(sig, line)
+        for line in lines
+        if prefilter.search(line)
+        for sig in signals
+        if sig.matches(line)
+    ]
+
+
+def read_new(path: str | Path, offset: int, *, size: int | None = None) -> tuple[list[str], int]:
+    """Complete lines appended to `path` since byte `offset`, and the new offset.
+
+    A trailing partial line is left for the next read. A file that shrank (rotated or
+    truncated) is read again from the start. `size`: the caller's fresh stat of the file.
+    """
+    if size is None:
+        try:
+            size = os.stat(path).st_size  # noqa: PTH116 (str paths: per job and poll)
+        except OSError:
+            return [], offset
+    if size < offset:
+        offset = 0
+    if size == offset:
+        return [], offset
+    with open(path, "rb") as handle:  # noqa: PTH123 (str paths: called per job and poll)
+        handle.seek(offset)
+        data = handle.read(min(size - offset, MAX_READ_BYTES))
+    end = data.rfind(b"\n")
+    if end < 0:
+        return [], offset
+    text = data[: end + 1].decode("utf-8", errors="replace")
+    return text.splitlines(), offset + end + 1

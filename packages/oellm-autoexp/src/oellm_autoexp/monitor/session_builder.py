@@ -1,0 +1,91 @@
+"""Turn a written plan into a monitoring session, and run submission + monitoring.
+
+`submit_plan` is what `oellm-autoexp submit` (without --dry-run) calls: it creates the session
+file, takes its lock, submits every script through the controller (intent recorded before each
+sbatch) and, unless told not to, monitors until every job is finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.monitor.controller import MonitorController
+from oellm_autoexp.persistence.session import JobRecord, Session, new_session_id
+from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionStore
+from oellm_autoexp.plan import Plan
+from oellm_autoexp.slurm.client import SlurmClient
+
+
+def state_dir_for(config: Mapping[str, Any], output_root: Path) -> Path:
+    """`project.state_dir` when set, else ``<output_root>/monitoring_state``."""
+    project = config.get("project") or {}
+    custom = project.get("state_dir") if isinstance(project, Mapping) else None
+    return Path(custom) if custom else output_root / STATE_DIR_NAME
+
+
+def _output_paths(templates: list[str], fields: Mapping[str, Any]) -> list[str]:
+    return [str(template).format(**fields) for template in templates]
+
+
+def session_from_plan(plan: Plan, config: Mapping[str, Any]) -> Session:
+    """A new session for `plan`; `config` is the dumped resolved config (kept in full)."""
+    monitoring = config.get("monitoring") or {"class_name": "LogMonitor"}
+    templates = list(monitoring.get("output_paths") or [])
+    session = Session(
+        session_id=new_session_id(),
+        project=plan.project,
+        base_output_dir=str(plan.output_root),
+        config=dict(config),
+        monitoring={
+            "monitor": dict(monitoring),
+            "restart_policies": list(config.get("restart_policies") or []),
+        },
+        plan=plan.to_dict(),
+    )
+    scripts = {script.path: script for script in plan.scripts}
+    for job in plan.jobs:
+        script = scripts[job.script]
+        fields = {
+            "output_dir": str(job.output_dir),
+            "name": job.name,
+            "job_id": job.job_id,
+            "index": job.index,
+            "project": plan.project,
+        }
+        session.jobs[job.job_id] = JobRecord(
+            key=job.job_id,
+            name=job.name,
+            script=str(job.script),
+            slurm_name=script.job_name,
+            log_path=job.log_path,
+            output_dir=str(job.output_dir),
+            array_index=job.array.task_index if job.array is not None else None,
+            output_paths=_output_paths(templates, fields),
+            time_limit=job.sbatch.get("time"),
+        )
+    return session
+
+
+def submit_plan(
+    plan: Plan,
+    config: Mapping[str, Any],
+    client: SlurmClient,
+    *,
+    monitor: bool = True,
+    sleep: Callable[[float], None] | None = None,
+) -> Session:
+    """Create the session, submit every script and (by default) monitor to the end."""
+    store = SessionStore(state_dir_for(config, plan.output_root))
+    session = session_from_plan(plan, config)
+    store.create(session)
+    with store.lock(session.session_id):
+        controller = MonitorController(client, store, [session])
+        controller.poll_once()  # submits everything (intent saved before each sbatch)
+        if monitor and controller.active:
+            if sleep is None:
+                controller.run()
+            else:
+                controller.run(sleep=sleep)
+    return session

@@ -1,0 +1,104 @@
+"""The log monitor's config (registered under `MonitorInterface`) and its session form.
+
+A session stores the dumped monitor config and restart policies, so `monitor --monitor-session`
+rebuilds them without the original YAML (`load_settings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from compoconf import dump_config, parse_config, register
+
+from oellm_autoexp.config.interfaces import (
+    MonitorConfigBase,
+    MonitorInterface,
+    RestartPolicyInterface,
+)
+from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.monitor import policies as _policies  # registers the built-in policies
+from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, parse_signals
+
+
+@dataclass
+class LogMonitorConfig(MonitorConfigBase):
+    """SLURM state + log/output activity + log signals, polled every `poll_interval_seconds`."""
+
+    poll_interval_seconds: float = 60.0
+    log_signals: list[dict[str, Any]] = field(default_factory=list)
+    default_signals: bool = True
+    # Global cap on restarts of one job across all modes (each policy also has its own).
+    max_restarts: int = 5
+    restart_backoff_seconds: float = 30.0
+    restart_backoff_factor: float = 2.0
+    max_restart_backoff_seconds: float = 1800.0
+
+
+@register
+class LogMonitor(MonitorInterface):
+    """The monitor implementation the controller drives (config only; logic in controller)."""
+
+    config_class = LogMonitorConfig
+
+
+@dataclass
+class MonitorSettings:
+    """Everything the controller needs for one session, validated."""
+
+    config: LogMonitorConfig
+    signals: list[LogSignal]
+    policies: list[Any]
+
+    def backoff(self, restarts_so_far: int) -> float:
+        """Seconds to wait before the next restart of a job that restarted `n` times."""
+        cfg = self.config
+        delay = cfg.restart_backoff_seconds * cfg.restart_backoff_factor**restarts_so_far
+        return float(min(delay, cfg.max_restart_backoff_seconds))
+
+
+def session_monitoring(monitor: Any | None, restart_policies: list[Any]) -> dict[str, Any]:
+    """The JSON form stored in a session (``monitor: None`` = the default log monitor)."""
+    return {
+        "monitor": dump_config(monitor if monitor is not None else LogMonitorConfig()),
+        "restart_policies": [dump_config(p) for p in restart_policies],
+    }
+
+
+def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
+    """Rebuild the monitor config, signals and policy instances from a session's JSON."""
+    _ = _policies
+    raw_monitor = dict(data.get("monitor") or {"class_name": "LogMonitor"})
+    try:
+        config = parse_config(MonitorInterface.cfgtype, raw_monitor)
+    except ConfigError:
+        raise
+    except Exception as exc:  # compoconf reports type errors with its own exception types
+        raise ConfigError(" ".join(str(exc).split()), key="monitoring") from None
+    if not isinstance(config, LogMonitorConfig):
+        # Another registered monitor config: use its shared fields with the log monitor.
+        base = {
+            k: getattr(config, k)
+            for k in MonitorConfigBase.__dataclass_fields__
+            if k != "class_name"
+        }
+        config = LogMonitorConfig(**base)
+    if config.inactivity_threshold_seconds <= 0:
+        raise ConfigError("must be > 0", key="monitoring.inactivity_threshold_seconds")
+    signals = [
+        *(DEFAULT_SIGNALS if config.default_signals else ()),
+        *parse_signals(config.log_signals),
+    ]
+    policies = []
+    for index, raw in enumerate(data.get("restart_policies") or []):
+        try:
+            policy_cfg = parse_config(RestartPolicyInterface.cfgtype, dict(raw))
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, key=f"restart_policies[{index}]") from None
+        except Exception as exc:
+            raise ConfigError(
+                " ".join(str(exc).split()), key=f"restart_policies[{index}]"
+            ) from None
+        policies.append(policy_cfg.instantiate(RestartPolicyInterface))
+    return MonitorSettings(config, signals, policies)

@@ -1,0 +1,503 @@
+"""Planning: config -> sweep points -> JobPlans (through the backend registry) -> scripts.
+
+`build_plan` is pure apart from reading the template: it decides every job, script, path and
+command. `write_plan` is the I/O shell: it writes the artifacts under
+``<output_root>/plans/<plan_id>/`` atomically and checks the scripts (static lint, `bash -n`,
+`sbatch --test-only` where sbatch exists). Nothing here submits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.backends.base import (
+    JOB_FIELDS,
+    BackendConfig,
+    BackendInterface,
+    JobContext,
+    LaunchCommand,
+    instantiate_backend,
+)
+from oellm_autoexp.config.schema import RootConfig
+from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.plan import ArrayTask, JobPlan, Plan, ScriptPlan
+from oellm_autoexp.slurm.render import (
+    Renderer,
+    ScriptSpec,
+    TaskSpec,
+    check_extra_directives,
+    directive_lines,
+)
+from oellm_autoexp.sweep.expand import check_param_kinds, expand
+from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
+
+PLAN_FORMAT = 1
+# Param prefixes that change the config per job; any other dotted prefix of a config section
+# is a mistake (e.g. sweeping `project.name` cannot work).
+_BACKEND_PREFIX = "backend."
+_SBATCH_PREFIX = "slurm.sbatch."
+_SECTIONS = (
+    "project.",
+    "sweep.",
+    "slurm.",
+    "monitoring.",
+    "restart.",
+    "restart_policies.",
+    "scheduler.",
+    "container.",
+)
+# How many scripts `write_plan` runs through bash -n / sbatch --test-only. All scripts come
+# from one template with quoted values, so the first few represent the rest.
+CHECKED_SCRIPTS = 8
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A plan plus everything `write_plan` writes."""
+
+    plan: Plan
+    scripts: Mapping[Path, str]  # rendered text by path
+    sweep: list[dict[str, Any]]  # the sweep.json entries
+    config: dict[str, Any]  # dump_config of the RootConfig
+    store_sweep_json: bool = True
+
+
+def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
+    """`project.base_output_dir` as an absolute, normalised path."""
+    base = Path(config.project.base_output_dir).expanduser()
+    if not base.is_absolute():
+        base = (cwd or Path.cwd()) / base
+    return Path(os.path.normpath(base))
+
+
+def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
+    """Decide every job and script of `config` (nothing is written)."""
+    from oellm_autoexp.config.loader import dump_config
+
+    project = config.project.name
+    check_name(project, key="project.name", what="project name")
+    root = output_root(config, cwd=cwd)
+    dumped = dump_config(config)
+    plan_id = hashlib.blake2b(
+        canonical_json({"format": PLAN_FORMAT, "root": str(root), "config": dumped}).encode(),
+        digest_size=6,
+    ).hexdigest()
+    plan_dir = root / "plans" / plan_id
+    _check_slurm_settings(config)
+
+    contexts = _job_contexts(config, root)
+    _check_monitoring(config)
+    backend_config: BackendConfig = config.backend
+    backend = instantiate_backend(backend_config)
+    backend.validate(contexts)
+    backends = _per_job_backends(backend_config, backend, contexts)
+
+    base_directives = directive_lines(config.slurm.sbatch) + check_extra_directives(
+        config.slurm.extra_directives
+    )
+    job_directives = [_job_directives(config, ctx, base_directives) for ctx in contexts]
+    launches = [backends[i].build_launch(ctx) for i, ctx in enumerate(contexts)]
+
+    renderer = Renderer(config.slurm, plan_id=plan_id)
+    jobs, script_plans, texts = _assemble(
+        config, contexts, launches, job_directives, renderer, plan_dir=plan_dir, root=root
+    )
+    done_jobs = tuple(job for job in jobs if job is not None)
+    plan = Plan(
+        project=project,
+        output_root=root,
+        plan_dir=plan_dir,
+        plan_id=plan_id,
+        submit_cmd=config.slurm.submit_cmd,
+        jobs=done_jobs,
+        scripts=tuple(script_plans),
+    )
+    sweep = [
+        {"job_id": c.job_id, "name": c.name, "index": c.index, "params": dict(c.params)}
+        for c in contexts
+    ]
+    return PlanResult(
+        plan=plan,
+        scripts=texts,
+        sweep=sweep,
+        config=dumped,
+        store_sweep_json=config.sweep.store_sweep_json,
+    )
+
+
+def _assemble(
+    config: RootConfig,
+    contexts: Sequence[JobContext],
+    launches: Sequence[LaunchCommand],
+    job_directives: Sequence[tuple[str, ...]],
+    renderer: Renderer,
+    *,
+    plan_dir: Path,
+    root: Path,
+) -> tuple[list[JobPlan | None], list[ScriptPlan], dict[Path, str]]:
+    """Group jobs into array (or single-job) scripts, render them, and build the JobPlans."""
+    project = config.project.name
+    scripts_dir = plan_dir / "scripts"
+    log_dir = root / "logs"
+    groups = _group(contexts, job_directives, array=config.slurm.array)
+    jobs: list[JobPlan | None] = [None] * len(contexts)
+    script_plans: list[ScriptPlan] = []
+    texts: dict[Path, str] = {}
+    chunk_no = 0
+    for directives, members in groups:
+        size = config.slurm.max_array_size
+        chunks = [members[i : i + size] for i in range(0, len(members), size)]
+        for chunk in chunks:
+            as_array = config.slurm.array and len(members) > 1
+            if as_array:
+                script_name = f"{project}_a{chunk_no}"
+                chunk_no += 1
+                spec = f"0-{len(chunk) - 1}"
+                if config.slurm.array_throttle:
+                    spec += f"%{config.slurm.array_throttle}"
+                log_path = str(log_dir / f"{script_name}_%A_%a.out")
+            else:
+                script_name = contexts[chunk[0]].name
+                spec = None
+                log_path = str(log_dir / f"{script_name}_%j.out")
+            path = scripts_dir / f"{script_name}.sbatch"
+            sbatch = dict(_split_directive(d) for d in directives)
+            tasks = []
+            for task_index, i in enumerate(chunk):
+                ctx, launch = contexts[i], launches[i]
+                tasks.append(
+                    TaskSpec(
+                        task_index,
+                        ctx.job_id,
+                        ctx.name,
+                        str(ctx.output_dir),
+                        launch.env,
+                        launch.argv,
+                    )
+                )
+                jobs[i] = JobPlan(
+                    job_id=ctx.job_id,
+                    name=ctx.name,
+                    index=ctx.index,
+                    params=dict(ctx.params),
+                    command=tuple(launch.argv),
+                    env=dict(launch.env),
+                    output_dir=ctx.output_dir,
+                    log_path=log_path,
+                    script=path,
+                    sbatch=sbatch,
+                    array=ArrayTask(script_name, task_index) if as_array else None,
+                )
+            for checked in (path, Path(log_path)):
+                _check_inside(checked, root)
+            texts[path] = renderer.render(
+                ScriptSpec(script_name, log_path, spec, directives, tasks)
+            )
+            script_plans.append(
+                ScriptPlan(path, script_name, tuple(contexts[i].job_id for i in chunk), spec)
+            )
+    return jobs, script_plans, texts
+
+
+def _check_slurm_settings(config: RootConfig) -> None:
+    slurm = config.slurm
+    if slurm.max_array_size < 1:
+        raise ConfigError(
+            f"must be at least 1, got {slurm.max_array_size}", key="slurm.max_array_size"
+        )
+    if slurm.array_throttle is not None and slurm.array_throttle < 1:
+        raise ConfigError(
+            f"must be at least 1 (or null for no limit), got {slurm.array_throttle}",
+            key="slurm.array_throttle",
+        )
+    if slurm.test_only not in ("auto", "always", "never"):
+        raise ConfigError(
+            f"expected one of auto, always, never, got {slurm.test_only!r}", key="slurm.test_only"
+        )
+    if not slurm.submit_cmd.strip():
+        raise ConfigError("empty submit command", key="slurm.submit_cmd")
+    if config.container is not None and config.container.runtime not in (
+        "apptainer",
+        "singularity",
+    ):
+        raise ConfigError(
+            f"expected apptainer or singularity, got {config.container.runtime!r}",
+            key="container.runtime",
+        )
+
+
+def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
+    """Expand the sweep into JobContexts with deterministic ids and safe, unique names."""
+    base = dict(config.sweep.base)
+    points = [{**base, **point} for point in expand(config.sweep.axes)]
+    check_param_kinds(points)
+    contexts = []
+    seen_ids: dict[str, int] = {}
+    seen_names: dict[str, int] = {}
+    jobs_dir = root / "jobs"
+    for index, params in enumerate(points):
+        for key in params:
+            if key.startswith(_SECTIONS) and not key.startswith(_SBATCH_PREFIX):
+                raise ConfigError(
+                    "a sweep can set backend.* and slurm.sbatch.* config keys, or free params "
+                    "(no section prefix); this key cannot change per job",
+                    key=f"sweep param {key}",
+                )
+        identifier = job_id(config.project.name, params)
+        if identifier in seen_ids:
+            raise ConfigError(
+                f"jobs {seen_ids[identifier]} and {index} have identical params {params!r}",
+                key="sweep.axes",
+            )
+        seen_ids[identifier] = index
+        fields: dict[str, Any] = {
+            "project": config.project.name,
+            "job_id": identifier,
+            "index": index,
+        }
+        for key, value in params.items():
+            fields[key.replace(".", "_")] = value
+        name = job_name(config.sweep.name_template, fields, index=index)
+        if name in seen_names:
+            raise ConfigError(
+                f"jobs {seen_names[name]} and {index} both get the name {name!r}; add a "
+                "distinguishing param or {job_id} to the template",
+                key="sweep.name_template",
+            )
+        seen_names[name] = index
+        contexts.append(
+            JobContext(
+                job_id=identifier,
+                name=name,
+                index=index,
+                params=params,
+                output_dir=jobs_dir / name,
+                project=config.project.name,
+            )
+        )
+    return contexts
+
+
+def _check_monitoring(config: RootConfig) -> None:
+    monitoring: Any = config.monitoring
+    if monitoring is None:
+        return
+    if not getattr(monitoring, "termination_str", None) and not getattr(
+        monitoring, "termination_cmd", None
+    ):
+        raise ConfigError(
+            "no termination criterion: set monitoring.termination_str (a log line that marks "
+            "success) or monitoring.termination_cmd",
+            key="monitoring",
+        )
+    from oellm_autoexp.backends.command import check_template
+
+    known = list(JOB_FIELDS)
+    for i, template in enumerate(getattr(monitoring, "output_paths", None) or []):
+        check_template(str(template), known, key=f"monitoring.output_paths[{i}]")
+
+
+def _per_job_backends(
+    base_config: BackendConfig, default: BackendInterface, contexts: Sequence[JobContext]
+) -> list[BackendInterface]:
+    """The backend instance of each job: `backend.*` sweep params applied to the config.
+
+    Overrides are type-checked through compoconf once per distinct (key, value), and backends
+    are cached per distinct override set.
+    """
+    from compoconf import parse_config
+
+    from oellm_autoexp.config.loader import translate_parse_error
+
+    if not any(k.startswith(_BACKEND_PREFIX) for ctx in contexts for k in ctx.params):
+        return [default] * len(contexts)
+    base_data = _dump(base_config)
+    checked: set[tuple[str, str]] = set()
+    cache: dict[str, BackendInterface] = {}
+    result = []
+    for ctx in contexts:
+        overrides = {
+            k[len(_BACKEND_PREFIX) :]: v
+            for k, v in ctx.params.items()
+            if k.startswith(_BACKEND_PREFIX)
+        }
+        if not overrides:
+            result.append(default)
+            continue
+        cache_key = canonical_json(overrides)
+        backend = cache.get(cache_key)
+        if backend is None:
+            for key, value in overrides.items():
+                marker = (key, canonical_json(value))
+                if marker in checked:
+                    continue
+                checked.add(marker)
+                data = _set_path(base_data, key, value)
+                try:
+                    parse_config(
+                        type(base_config),
+                        data,
+                        strict=True,
+                        strict_types=True,
+                        key_history="backend",
+                    )
+                except (ValueError, KeyError, TypeError) as exc:
+                    error = translate_parse_error(exc, None)
+                    raise ConfigError(
+                        f"{error.detail} (set by the sweep in job {ctx.index})",
+                        key=error.key or f"backend.{key}",
+                    ) from None
+            data = base_data
+            for key, value in overrides.items():
+                data = _set_path(data, key, value)
+            job_config = parse_config(type(base_config), data, strict=True, strict_types=True)
+            backend = instantiate_backend(job_config)
+            cache[cache_key] = backend
+        result.append(backend)
+    return result
+
+
+def _dump(config: BackendConfig) -> dict[str, Any]:
+    from compoconf import dump_config
+
+    data = dump_config(config)
+    assert isinstance(data, dict)
+    return data
+
+
+def _set_path(data: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    """A copy of `data` with `dotted` (``a.b.c``) set to `value`."""
+    head, _, rest = dotted.partition(".")
+    copy = dict(data)
+    if rest:
+        inner = copy.get(head)
+        copy[head] = _set_path(inner if isinstance(inner, Mapping) else {}, rest, value)
+    else:
+        copy[head] = value
+    return copy
+
+
+def _job_directives(config: RootConfig, ctx: JobContext, base: list[str]) -> tuple[str, ...]:
+    overrides = {
+        k[len(_SBATCH_PREFIX) :]: v for k, v in ctx.params.items() if k.startswith(_SBATCH_PREFIX)
+    }
+    if not overrides:
+        return tuple(base)
+    merged = {**config.slurm.sbatch, **overrides}
+    return tuple(
+        directive_lines(merged, key="slurm.sbatch")
+        + check_extra_directives(config.slurm.extra_directives)
+    )
+
+
+def _group(
+    contexts: Sequence[JobContext], directives: Sequence[tuple[str, ...]], *, array: bool
+) -> list[tuple[tuple[str, ...], list[int]]]:
+    """Jobs that can share an array script: same directives (first-seen order)."""
+    if not array:
+        return [(directives[i], [i]) for i in range(len(contexts))]
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i in range(len(contexts)):
+        groups.setdefault(directives[i], []).append(i)
+    return list(groups.items())
+
+
+def _split_directive(directive: str) -> tuple[str, str]:
+    name, _, value = directive.lstrip("-").partition("=")
+    return name, value
+
+
+def _check_inside(path: Path, root: Path) -> None:
+    """Defence in depth: names are validated, but no planned path may leave the output root."""
+    normal = os.path.normpath(path)
+    if os.path.commonpath([normal, str(root)]) != str(root):
+        raise ConfigError(f"planned path {path} is outside the output root {root}", key="project")
+
+
+def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
+    """Write the plan's artifacts atomically and check the scripts. Returns notes for the user.
+
+    Layout: ``<plan_dir>/{config.yaml, sweep.json, plan.json, scripts/*.sbatch}`` (sweep.json
+    unless `sweep.store_sweep_json` is false). The plan id
+    is a hash of the resolved config, so re-planning the same config rewrites identical files
+    and a changed config gets a new directory: an earlier plan is never overwritten.
+    """
+    from oellm_autoexp.atomic import write_text_atomic
+    from oellm_autoexp.config.yaml_text import dump_text
+    from oellm_autoexp.slurm.validate import (
+        bash_syntax_check,
+        check_script,
+        sbatch_available,
+        sbatch_test_only,
+    )
+
+    plan = result.plan
+    by_path = {script.path: script for script in plan.scripts}
+    for path, text in result.scripts.items():
+        script = by_path[path]
+        check_script(path, text, job_name=script.job_name, array_spec=script.array_spec)
+    # One sync for all scripts instead of one fsync each (2,000 per-job scripts: 14 s -> 7 s here);
+    # plan.json, written last and fsynced, marks a complete plan directory.
+    for path, text in result.scripts.items():
+        write_text_atomic(path, text, mode=0o755, fsync=False)
+    os.sync()
+    # SLURM does not create the directory of --output; a missing one kills the job at start.
+    for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+    write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
+    if result.store_sweep_json:
+        write_text_atomic(
+            plan.plan_dir / "sweep.json",
+            _json_one_item_per_line(
+                {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
+            ),
+        )
+    write_text_atomic(plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"))
+    checked = list(result.scripts)[:CHECKED_SCRIPTS]
+    bash_syntax_check(checked)
+    notes: list[str] = []
+    command = plan.submit_cmd
+    if test_only == "never":
+        return notes
+    if sbatch_available(command) is None:
+        if test_only == "always":
+            raise ConfigError(f"slurm.test_only is 'always' but {command!r} is not on PATH")
+        notes.append("sbatch not on PATH: skipped sbatch --test-only")
+        return notes
+    # "auto" is best effort (sbatch may exist without a reachable controller): a rejection is
+    # reported as a warning. "always" makes it fatal.
+    from oellm_autoexp.errors import AutoexpRunError
+
+    for path in checked:
+        try:
+            sbatch_test_only(path, submit_cmd=command)
+        except AutoexpRunError as exc:
+            if test_only == "always":
+                raise
+            notes.append(f"warning: {exc}")
+            return notes
+    notes.append(f"sbatch --test-only accepted {len(checked)} of {len(result.scripts)} script(s)")
+    return notes
+
+
+def _json_one_item_per_line(document: dict[str, Any], key: str) -> str:
+    """Strict JSON with each element of `document[key]` on its own line.
+
+    Readable and diffable like indented JSON, but every line goes through the C encoder
+    (`indent=` falls back to the pure-Python one: 10 s instead of 0.3 s for 10,000 jobs).
+    """
+    import json
+
+    head = {k: v for k, v in document.items() if k != key}
+    items = ",\n".join(json.dumps(item, allow_nan=False) for item in document[key])
+    prefix = json.dumps(head, allow_nan=False)[:-1]
+    separator = ", " if head else ""
+    return f"{prefix}{separator}{json.dumps(key)}: [\n{items}\n]}}\n"
+
+
+__all__ = ["PlanResult", "build_plan", "output_root", "write_plan"]

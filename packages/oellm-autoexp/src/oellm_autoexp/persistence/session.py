@@ -1,0 +1,149 @@
+"""The session model: what a monitor needs to drive a submission to its end, as plain data.
+
+A session holds the full resolved config (for reproducibility and `dump-config`), the monitor
+settings, and one `JobRecord` per planned job. A job record carries both the current SLURM
+attempt and the submission intent: `submit_token` is set and saved *before* sbatch runs and
+`job_id` right after, so a monitor killed between the two finds the token on resume and asks
+SLURM (by job comment) whether that sbatch went through.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+SESSION_FORMAT = "oellm-autoexp-session"
+SESSION_VERSION = 1
+# Enough transitions per job to explain the last few attempts; the rest is in the event log.
+MAX_TRANSITIONS = 50
+
+
+def new_session_id() -> str:
+    """An 8-character id (the prefix of a random UUID), as the spec asks."""
+    return uuid.uuid4().hex[:8]
+
+
+def utc_now_iso() -> str:
+    """The current time as an ISO-8601 UTC string (session timestamps)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class JobRecord:
+    """One planned job across all its SLURM attempts.
+
+    `state` is the monitor's view (pending, running, stalled, failed, completed); `slurm_state`
+    the last state SLURM reported for `job_id`. A job waiting to be (re)submitted has no
+    `job_id` and a `next_submit_at`.
+    """
+
+    key: str
+    name: str
+    script: str
+    slurm_name: str
+    log_path: str
+    output_dir: str
+    array_index: int | None = None
+    output_paths: list[str] = field(default_factory=list)
+    time_limit: str | None = None
+    env: dict[str, str] = field(default_factory=dict)  # exported to restarts (--export)
+    state: str = "pending"
+    slurm_state: str | None = None
+    job_id: str | None = None
+    submit_token: str | None = None
+    submitted_at: float | None = None
+    next_submit_at: float | None = None
+    last_activity: float | None = None
+    restarts: dict[str, int] = field(default_factory=dict)
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+    file_marks: dict[str, list[float]] = field(default_factory=dict)
+    log_offset: int = 0
+    signals: list[str] = field(default_factory=list)
+    outcome: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Completed or failed for good (no restart pending)."""
+        return self.state in {"completed", "failed"} and self.next_submit_at is None
+
+    def record_transition(self, at: float, old: str, new: str, detail: str = "") -> None:
+        """Append a transition, keeping the most recent `MAX_TRANSITIONS`."""
+        self.transitions.append({"at": at, "from": old, "to": new, "detail": detail})
+        del self.transitions[:-MAX_TRANSITIONS]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (shallow: every field already holds JSON types)."""
+        return {name: getattr(self, name) for name in _JOB_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> JobRecord:
+        """Inverse of `to_dict`; unknown keys are an error (a foreign or newer file)."""
+        extra = sorted(set(data) - set(_JOB_FIELDS))
+        if extra:
+            raise KeyError(f"unexpected key(s) {', '.join(extra)}")
+        return cls(**data)
+
+
+# Field names in declaration order; `asdict` deep-copies and is 10x slower on 10,000 jobs.
+_JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
+
+
+@dataclass
+class Session:
+    """A monitoring session: config, settings and job records (see module doc)."""
+
+    session_id: str
+    project: str
+    base_output_dir: str
+    created_at: str = field(default_factory=utc_now_iso)
+    config: dict[str, Any] = field(default_factory=dict)
+    monitoring: dict[str, Any] = field(default_factory=dict)
+    plan: dict[str, Any] = field(default_factory=dict)
+    jobs: dict[str, JobRecord] = field(default_factory=dict)
+    status: str = "active"
+
+    @property
+    def active(self) -> bool:
+        """Whether any job still needs the monitor."""
+        return any(not job.finished for job in self.jobs.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The session file's content."""
+        return {
+            "format": SESSION_FORMAT,
+            "version": SESSION_VERSION,
+            "session_id": self.session_id,
+            "project": self.project,
+            "created_at": self.created_at,
+            "base_output_dir": self.base_output_dir,
+            "status": self.status,
+            "config": self.config,
+            "monitoring": self.monitoring,
+            "plan": self.plan,
+            "jobs": [job.to_dict() for job in self.jobs.values()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Session:
+        """Read a session file's content; raises KeyError/TypeError/ValueError on bad data."""
+        jobs: dict[str, JobRecord] = {}
+        for index, raw in enumerate(data["jobs"]):
+            try:
+                job = JobRecord.from_dict(raw)
+            except (KeyError, TypeError) as exc:
+                raise ValueError(f"jobs[{index}]: {exc}") from None
+            jobs[job.key] = job
+        return cls(
+            session_id=str(data["session_id"]),
+            project=str(data["project"]),
+            base_output_dir=str(data["base_output_dir"]),
+            created_at=str(data["created_at"]),
+            config=dict(data.get("config") or {}),
+            monitoring=dict(data.get("monitoring") or {}),
+            plan=dict(data.get("plan") or {}),
+            jobs=jobs,
+            status=str(data.get("status", "active")),
+        )

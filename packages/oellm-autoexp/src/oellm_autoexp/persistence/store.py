@@ -1,0 +1,140 @@
+"""Session files: atomic writes, one lock per session, clear errors for bad files.
+
+`<base_output_dir>/monitoring_state/<session_id>.json` holds the session; a sibling
+`<session_id>.lock` (an OS file lock, released when the holder dies, also on SIGKILL) makes sure
+two monitors never drive the same session. Every write is temp file + fsync + rename, so a
+reader or a resumed monitor never sees a half-written session.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from oellm_autoexp.atomic import write_text_atomic
+from oellm_autoexp.errors import AutoexpUsageError
+from oellm_autoexp.persistence.session import SESSION_FORMAT, SESSION_VERSION, Session
+
+STATE_DIR_NAME = "monitoring_state"
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+class SessionNotFoundError(AutoexpUsageError):
+    """No session file of that id (exit 2); the message lists the known ids."""
+
+
+class SessionCorruptError(AutoexpUsageError):
+    """The session file is not valid JSON or not an oellm-autoexp session (exit 2)."""
+
+
+class SessionLockedError(AutoexpUsageError):
+    """Another monitor process holds the session's lock (exit 2)."""
+
+
+class SessionStore:
+    """The session files of one `monitoring_state` directory."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+
+    @classmethod
+    def for_output_dir(cls, base_output_dir: Path) -> SessionStore:
+        """The store under `<base_output_dir>/monitoring_state`."""
+        return cls(Path(base_output_dir) / STATE_DIR_NAME)
+
+    def path(self, session_id: str) -> Path:
+        """Where session `session_id` lives (the id is checked: no path tricks)."""
+        if not _SESSION_ID.fullmatch(session_id):
+            raise AutoexpUsageError(
+                f"invalid session id {session_id!r}: expected letters, digits, '-' or '_'"
+            )
+        return self.state_dir / f"{session_id}.json"
+
+    def ids(self) -> list[str]:
+        """Session ids present, oldest file first."""
+        if not self.state_dir.is_dir():
+            return []
+        files = sorted(self.state_dir.glob("*.json"), key=lambda p: (p.stat().st_mtime, p.name))
+        return [p.stem for p in files]
+
+    def save(self, session: Session) -> Path:
+        """Write the session atomically (replacing its previous version)."""
+        # One job record per line: readable and diffable, and much faster than indented JSON
+        # for sessions of 10,000 jobs.
+        data = session.to_dict()
+        jobs = data.pop("jobs")
+        head = json.dumps(data, indent=1, allow_nan=False)
+        body = ",\n".join(json.dumps(job, allow_nan=False, separators=(",", ":")) for job in jobs)
+        text = head[:-2] + ',\n "jobs": [\n' + body + "\n]\n}\n"
+        return write_text_atomic(self.path(session.session_id), text)
+
+    def create(self, session: Session) -> Path:
+        """Write a new session; an existing file of that id is never replaced."""
+        path = self.path(session.session_id)
+        if path.exists():
+            raise AutoexpUsageError(f"{path}: a session with id {session.session_id} exists")
+        return self.save(session)
+
+    def load(self, session_id: str) -> Session:
+        """Read a session; missing, corrupt or foreign files are one-line usage errors."""
+        path = self.path(session_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            known = ", ".join(self.ids()) or "none"
+            raise SessionNotFoundError(
+                f"no session {session_id!r} in {self.state_dir} (known: {known})"
+            ) from None
+        except OSError as exc:
+            raise SessionCorruptError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SessionCorruptError(
+                f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            ) from None
+        if not isinstance(data, dict) or data.get("format") != SESSION_FORMAT:
+            raise SessionCorruptError(
+                f'{path}: not an oellm-autoexp session file (expected "format": "{SESSION_FORMAT}")'
+            )
+        if data.get("version") != SESSION_VERSION:
+            raise SessionCorruptError(
+                f"{path}: version: expected {SESSION_VERSION}, found {data.get('version')!r}"
+            )
+        try:
+            return Session.from_dict(data)
+        except KeyError as exc:
+            raise SessionCorruptError(f"{path}: missing key {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise SessionCorruptError(f"{path}: {' '.join(str(exc).split())}") from None
+
+    @contextmanager
+    def lock(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lock; `SessionLockedError` at once if another process has it."""
+        lock_path = self.path(session_id).with_suffix(".lock")
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(lock_path), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise SessionLockedError(
+                f"session {session_id} is being monitored by another process "
+                f"(lock {lock_path}); stop that monitor first"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def remove(self, session_id: str) -> None:
+        """Delete the session file and its lock file."""
+        path = self.path(session_id)
+        if not path.exists():
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.state_dir}")
+        path.unlink()
+        path.with_suffix(".lock").unlink(missing_ok=True)

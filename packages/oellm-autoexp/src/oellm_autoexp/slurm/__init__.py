@@ -1,0 +1,1 @@
+"""SLURM: SBATCH rendering and static validation (render, validate); the client talks to SLURM."""

@@ -1,0 +1,125 @@
+"""Static checks on rendered SBATCH scripts, plus `sbatch --test-only` where sbatch exists.
+
+What sbatch itself would not tell us: a `#SBATCH` line after the first command is silently
+ignored by sbatch, so a directive there is an error here; the job name and array spec must be
+exactly what the plan recorded; `bash -n` must accept the script.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from oellm_autoexp.errors import AutoexpRunError, ConfigError
+
+_DIRECTIVE = re.compile(r"#SBATCH\s+(?P<opt>--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?)\s*")
+TEST_ONLY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ScriptIssue:
+    """A problem found in a rendered script, with its line number (1-based)."""
+
+    line: int
+    message: str
+
+
+def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[ScriptIssue]:
+    """Problems in a rendered script (empty list when it is fine)."""
+    issues: list[ScriptIssue] = []
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("#!"):
+        issues.append(ScriptIssue(1, "first line is not a #! interpreter line"))
+    names: list[tuple[int, str]] = []
+    arrays: list[tuple[int, str]] = []
+    body_started = False
+    for number, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped.startswith("#SBATCH"):
+            if body_started:
+                issues.append(
+                    ScriptIssue(number, "#SBATCH after the first command is ignored by sbatch")
+                )
+                continue
+            match = _DIRECTIVE.fullmatch(stripped)
+            if not match:
+                issues.append(ScriptIssue(number, f"malformed directive {stripped!r}"))
+                continue
+            option = match["opt"]
+            if option.startswith("--job-name="):
+                names.append((number, option.split("=", 1)[1]))
+            elif option.startswith("--array="):
+                arrays.append((number, option.split("=", 1)[1]))
+        elif stripped and not stripped.startswith("#") and number > 1:
+            body_started = True
+    if len(names) != 1:
+        issues.append(ScriptIssue(1, f"expected one #SBATCH --job-name, found {len(names)}"))
+    elif names[0][1] != job_name:
+        issues.append(
+            ScriptIssue(names[0][0], f"--job-name={names[0][1]} but the plan says {job_name}")
+        )
+    if array_spec is None and arrays:
+        issues.append(ScriptIssue(arrays[0][0], "--array in a single-job script"))
+    if array_spec is not None and [a for _, a in arrays] != [array_spec]:
+        issues.append(ScriptIssue(1, f"expected one #SBATCH --array={array_spec}"))
+    return issues
+
+
+def check_script(path: Path, text: str, *, job_name: str, array_spec: str | None) -> None:
+    """Raise ConfigError for the first static problem in the script at `path`."""
+    issues = lint_script(text, job_name=job_name, array_spec=array_spec)
+    if issues:
+        first = issues[0]
+        raise ConfigError(
+            f"rendered script is invalid: {first.message}", file=f"{path}:{first.line}"
+        )
+
+
+def bash_syntax_check(paths: Sequence[Path]) -> None:
+    """`bash -n` on each script (skipped when bash is missing); a failure is a template bug."""
+    bash = shutil.which("bash")
+    if bash is None:
+        return
+    for path in paths:
+        done = subprocess.run(
+            [bash, "-n", str(path)], capture_output=True, text=True, check=False, timeout=30
+        )
+        if done.returncode != 0:
+            detail = (done.stderr.strip().splitlines() or ["syntax error"])[0]
+            raise ConfigError(f"bash -n rejects the rendered script: {detail}", file=path)
+
+
+def sbatch_available(submit_cmd: str = "sbatch") -> str | None:
+    """Path of the sbatch executable that `submit_cmd` names, if it is on PATH."""
+    import shlex
+
+    tokens = shlex.split(submit_cmd)
+    return shutil.which(tokens[0]) if tokens else None
+
+
+def sbatch_test_only(path: Path, *, submit_cmd: str = "sbatch") -> str:
+    """Run `sbatch --test-only` on `path`; return its message, raise if SLURM rejects the script.
+
+    SLURM's verdict on a well-formed script is about the cluster (partition, limits), so a
+    rejection is a run error naming the script and the first line of sbatch's answer.
+    """
+    import shlex
+
+    argv = [*shlex.split(submit_cmd), "--test-only", str(path)]
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, timeout=TEST_ONLY_TIMEOUT_S
+        )
+    except subprocess.TimeoutExpired:
+        raise AutoexpRunError(
+            f"{path}: sbatch --test-only gave no answer within {TEST_ONLY_TIMEOUT_S:.0f} s"
+        ) from None
+    answer = (done.stderr or done.stdout).strip()
+    if done.returncode != 0:
+        first = answer.splitlines()[0] if answer else f"exit status {done.returncode}"
+        raise AutoexpRunError(f"{path}: sbatch --test-only rejected the script: {first}")
+    return answer

@@ -1,0 +1,1 @@
+"""Sweep expansion (Hydra-like product / list), deterministic job ids, sweep.json."""

@@ -1,0 +1,69 @@
+"""Shared fixtures of the oellm-autoexp tests.
+
+`slurm_cluster` (session scope) is a real single-node SLURM started under a temp directory by
+`integration/slurm_cluster.py`; tests that use it carry ``@pytest.mark.slurm``. With ``CI=true``
+a cluster that cannot start fails the test loudly; elsewhere the test is skipped with one line
+saying why (usually: SLURM is not installed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+
+def _load_helper(stem: str) -> ModuleType:
+    # The tests run under --import-mode=importlib, where test directories are not packages on
+    # sys.path; load helpers by file so every test tree (and the planner's tests) can use them.
+    name = f"oellm_autoexp_tests_{stem}"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).with_name("integration") / f"{stem}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+slurm_cluster_module = _load_helper("slurm_cluster")
+scenario_helpers = _load_helper("scenario_helpers")
+
+
+@pytest.fixture
+def make_session() -> Any:
+    """`scenario_helpers.make_session`: a saved session of N planned jobs (see there)."""
+    return scenario_helpers.make_session
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A running local SLURM; `.env` carries SLURM_CONF, `.bin_paths` the command paths."""
+    module = slurm_cluster_module
+    missing = module.missing_binaries()
+    if missing and not _in_ci():
+        pytest.skip(f"SLURM is not installed (missing: {', '.join(missing)})")
+    if os.geteuid() != 0 and not _in_ci():
+        pytest.skip("a local SLURM needs root")
+    # A short path: munge and slurm put unix sockets under it (108-byte limit).
+    root = tmp_path_factory.mktemp("slurm", numbered=True)
+    try:
+        cluster = module.start_cluster(root)
+    except module.SlurmUnavailableError as exc:
+        pytest.fail(f"could not start a local SLURM: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -1,0 +1,285 @@
+"""A real single-node SLURM (munge + slurmctld + slurmd) started in a temporary directory.
+
+Used by the `slurm_cluster` pytest fixture (see ``tests/conftest.py``) and runnable by hand:
+``python slurm_cluster.py DIR`` starts a cluster under DIR and prints the ``SLURM_CONF`` to export
+(Ctrl-C stops it). Everything lives under the given directory: munge key and socket, slurm.conf,
+state, spool and logs. The daemons run in the foreground as children of this process; `stop()`
+terminates exactly those PIDs and nothing else.
+
+Facts this relies on (Debian ``slurm-wlm`` 22.05 + ``munge``, as root): one node named after this
+host, ``proctrack/linuxproc`` and ``task/none`` (no cgroups needed), non-default ports picked free
+at start, no accounting daemon (finished jobs stay visible in ``squeue``/``scontrol`` for
+``MinJobAge`` seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The daemons and client commands the cluster needs; all must be on PATH (or in /usr/sbin).
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "scancel")
+SEARCH_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/sbin"])
+
+# Finished jobs stay in slurmctld's memory (visible to squeue -t all and scontrol) this long;
+# long enough for a monitor polling every second to see every terminal state.
+MIN_JOB_AGE_S = 120
+# The node advertises more CPUs than this machine has, so a 4-task array runs at once even on a
+# 2-core CI runner (the test jobs sleep and write logs; they are not CPU bound).
+NODE_CPUS = 8
+
+
+class SlurmUnavailableError(RuntimeError):
+    """SLURM cannot be started here (binaries missing, not root, a daemon failed)."""
+
+
+def missing_binaries() -> list[str]:
+    """The SLURM/munge programs that are not installed."""
+    return [name for name in (*DAEMONS, *CLIENTS) if shutil.which(name, path=SEARCH_PATH) is None]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class SlurmCluster:
+    """Handle on a running local cluster: its config, environment and daemon processes."""
+
+    root: Path
+    conf: Path
+    node: str
+    partition: str
+    env: dict[str, str]
+    bin_paths: dict[str, str]
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 30.0) -> str:
+        """Run a SLURM client command against this cluster; returns stdout."""
+        done = subprocess.run(
+            [self.bin_paths.get(args[0], args[0]), *args[1:]],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and done.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}"
+            )
+        return done.stdout
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of each daemon log, for failure messages."""
+        parts = []
+        for name in DAEMONS:
+            path = self.root / "log" / f"{name}.log"
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                parts.append(f"--- {path} ---\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Terminate exactly the daemons this handle started (SIGTERM, then SIGKILL)."""
+        # Jobs first, so slurmd does not leave orphaned job steps behind.
+        with contextlib.suppress(Exception):
+            self.run("scancel", "--full", "--quiet", f"--partition={self.partition}", timeout=10)
+        for name in reversed(DAEMONS):
+            proc = self.processes.pop(name, None)
+            if proc is None or proc.poll() is not None:
+                continue
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def _write_conf(root: Path, node: str, partition: str, munge_socket: Path) -> Path:
+    ctld_port, slurmd_port = _free_port(), _free_port()
+    conf = root / "slurm.conf"
+    lines = [
+        "ClusterName=autoexp-test",
+        f"SlurmctldHost={node}(127.0.0.1)",
+        f"SlurmctldPort={ctld_port}",
+        f"SlurmdPort={slurmd_port}",
+        "SlurmUser=root",
+        "SlurmdUser=root",
+        "AuthType=auth/munge",
+        "CredType=cred/munge",
+        f"AuthInfo=socket={munge_socket}",
+        f"StateSaveLocation={root / 'state'}",
+        f"SlurmdSpoolDir={root / 'spool'}",
+        f"SlurmctldPidFile={root / 'run' / 'slurmctld.pid'}",
+        f"SlurmdPidFile={root / 'run' / 'slurmd.pid'}",
+        f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+        f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_CPU",
+        "SchedulerType=sched/backfill",
+        "MpiDefault=none",
+        "SwitchType=switch/none",
+        "JobCompType=jobcomp/none",
+        "AccountingStorageType=accounting_storage/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "ReturnToService=2",
+        # Use the node definition below even though this machine has fewer CPUs.
+        "SlurmdParameters=config_overrides",
+        f"MinJobAge={MIN_JOB_AGE_S}",
+        # The time-limit tests need a job killed soon after its limit (default grace is 30 s).
+        "OverTimeLimit=0",
+        "KillWait=2",
+        "InactiveLimit=0",
+        "SlurmctldTimeout=30",
+        "SlurmdTimeout=30",
+        "SchedulerParameters=sched_interval=1",
+        f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory=2048 State=UNKNOWN",
+        f"PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+    ]
+    conf.write_text("\n".join(lines) + "\n")
+    return conf
+
+
+def _spawn(root: Path, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    out = (root / "log" / f"{name}.out").open("wb")
+    try:
+        # start_new_session: Ctrl-C in the terminal of a hand-run cluster reaches only us, and
+        # we stop the daemons in order instead of them dying mid-write.
+        return subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    finally:
+        out.close()
+
+
+def _wait_for(predicate: object, timeout: float, what: str, cluster: SlurmCluster) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for name, proc in cluster.processes.items():
+            if proc.poll() is not None:
+                raise SlurmUnavailableError(
+                    f"{name} exited with {proc.returncode} while waiting for {what}\n"
+                    + cluster.log_tail()
+                )
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.2)
+    raise SlurmUnavailableError(
+        f"timed out after {timeout:.0f} s waiting for {what}\n{cluster.log_tail()}"
+    )
+
+
+def start_cluster(root: Path, timeout: float = 60.0) -> SlurmCluster:
+    """Start munged, slurmctld and slurmd under `root`; return when the node is idle."""
+    missing = missing_binaries()
+    if missing:
+        raise SlurmUnavailableError(f"SLURM is not installed (missing: {', '.join(missing)})")
+    if os.geteuid() != 0:
+        raise SlurmUnavailableError("a local SLURM needs root (slurmd runs jobs as their user)")
+    bins = {name: str(shutil.which(name, path=SEARCH_PATH)) for name in (*DAEMONS, *CLIENTS)}
+    for sub in ("munge", "state", "spool", "log", "run"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    # munged refuses keys and sockets in group/world-writable directories.
+    (root / "munge").chmod(0o700)
+    root.chmod(0o755)
+    key = root / "munge" / "munge.key"
+    key.write_bytes(os.urandom(1024))
+    key.chmod(0o400)
+    munge_socket = root / "munge" / "munge.socket"
+    node = socket.gethostname().split(".")[0]
+    partition = "autoexp"
+    conf = _write_conf(root, node, partition, munge_socket)
+    env = {**os.environ, "SLURM_CONF": str(conf), "PATH": SEARCH_PATH}
+    cluster = SlurmCluster(root, conf, node, partition, env, bins)
+    try:
+        cluster.processes["munged"] = _spawn(
+            root,
+            "munged",
+            [
+                bins["munged"],
+                "--foreground",
+                "--force",
+                f"--socket={munge_socket}",
+                f"--key-file={key}",
+                f"--pid-file={root / 'run' / 'munged.pid'}",
+                f"--log-file={root / 'log' / 'munged.log'}",
+                f"--seed-file={root / 'munge' / 'munged.seed'}",
+            ],
+            env,
+        )
+        _wait_for(munge_socket.exists, 15, "the munge socket", cluster)
+        cluster.processes["slurmctld"] = _spawn(
+            root, "slurmctld", [bins["slurmctld"], "-D", "-i", "-f", str(conf)], env
+        )
+        _wait_for(lambda: _ping(cluster), timeout, "slurmctld to answer", cluster)
+        cluster.processes["slurmd"] = _spawn(
+            root, "slurmd", [bins["slurmd"], "-D", "-f", str(conf), "-N", node], env
+        )
+        _wait_for(lambda: _node_idle(cluster), timeout, f"node {node} to be idle", cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
+def _ping(cluster: SlurmCluster) -> bool:
+    try:
+        out = cluster.run("scontrol", "ping", check=False, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return "UP" in out
+
+
+def _node_idle(cluster: SlurmCluster) -> bool:
+    try:
+        out = cluster.run("scontrol", "show", "node", cluster.node, "-o", check=False, timeout=10)
+    except subprocess.TimeoutExpired:
+        return False
+    return "State=IDLE" in out
+
+
+def main(argv: list[str]) -> int:
+    """Start a cluster under argv[0] and keep it up until interrupted."""
+    if len(argv) != 1:
+        print("usage: slurm_cluster.py DIR", file=sys.stderr)
+        return 2
+    root = Path(argv[0]).resolve()
+    try:
+        cluster = start_cluster(root)
+    except SlurmUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"export SLURM_CONF={cluster.conf}", flush=True)
+
+    def _interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    # Explicit handlers: a background job inherits SIGINT ignored, and `kill` sends SIGTERM.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        signal.pause()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Stand-in for megatron.training (test fixture)."""
