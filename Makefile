@@ -51,6 +51,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/triage_overhead.py
 	$(BIN)/python benchmarks/invariance_cost.py
 	$(BIN)/python benchmarks/invariance_import.py
+	$(BIN)/python benchmarks/autoexp_plan.py
+	$(BIN)/python benchmarks/megatron_plan.py
+	$(BIN)/python benchmarks/monitor_scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
