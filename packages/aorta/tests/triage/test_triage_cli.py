@@ -116,7 +116,9 @@ def test_bad_recipe_is_one_line_exit_2(tmp_path: Path, text: str, expected: str)
 
 def test_recipe_and_mode_are_mutually_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["triage", "run"]) == 2
-    assert "exactly one of --recipe FILE or --mode matrix" in capsys.readouterr().err
+    assert (
+        "exactly one of --recipe FILE, --mode matrix or --resume RUN_DIR" in capsys.readouterr().err
+    )
     assert main(["triage", "run", "--mode", "matrix", "--workload", "fsdp"]) == 2
     assert "--mitigation-axis, --environment-axis, --trials" in capsys.readouterr().err
 
