@@ -71,6 +71,11 @@ def _label(row: MatrixRow) -> str:
     return f"{row.name}\n{row.confound}"
 
 
+def _legend_below(ax: Any) -> None:
+    # Below the axis, not inside it: inside, it would cover some cell's dots.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, fontsize=8, frameon=False)
+
+
 def _draw_step_times(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None:
     positions = list(range(len(rows)))
     for pos, row in zip(positions, rows, strict=True):
@@ -121,7 +126,7 @@ def _draw_step_times(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> No
             linewidth=1.2,
             label=f"confound threshold {matrix.threshold:g}\u00d7 baseline",
         )
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        _legend_below(ax)
     ax.set_xlabel("step time (ms): box = all steps, dots = trial means")
     ax.set_title("Step time per cell", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
@@ -157,12 +162,14 @@ def _draw_failures(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None
         else:
             ax.plot(rate, pos, "o", color=colour)
         p = "" if row.fisher_p is None else f"  p={row.fisher_p:.2g}"
+        # Near either edge, anchor the label inward so that it stays inside the axis.
+        align = "left" if rate < 15 else "right" if rate > 85 else "center"
         ax.annotate(
             f"{stats.failed_count}/{stats.trials_run}{p}",
             (rate, pos),
             xytext=(0, 9),
             textcoords="offset points",
-            ha="center",
+            ha=align,
             fontsize=8,
         )
     base = matrix.baseline_row.stats.nan_rate
@@ -174,7 +181,7 @@ def _draw_failures(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None
             linewidth=1.2,
             label="baseline failure rate",
         )
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        _legend_below(ax)
     ax.set_xlim(-5, 105)
     ax.set_xlabel(f"failure rate (%) with {matrix.confidence:.0%} Wilson interval")
     ax.set_title("Failures per cell", fontsize=10)
