@@ -188,8 +188,8 @@ def _draw_failures(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None
     ax.grid(axis="x", alpha=0.3)
 
 
-def render_png(matrix: Matrix, *, title: str) -> bytes:
-    """The PNG bytes of the matrix picture (see the module docstring); needs matplotlib."""
+def build_figure(matrix: Matrix, *, title: str) -> Any:
+    """The matrix picture as a matplotlib `Figure` (see the module docstring); needs matplotlib."""
     figure_class = _import_matplotlib()
     rows = matrix.rows
     height = 1.6 + 0.75 * len(rows)
@@ -200,8 +200,13 @@ def render_png(matrix: Matrix, *, title: str) -> bytes:
     left.set_yticks(range(len(rows)), [_label(r) for r in rows], fontsize=8)
     left.set_ylim(len(rows) - 0.5, -0.5)  # first cell on top, as in matrix.md
     fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def render_png(matrix: Matrix, *, title: str) -> bytes:
+    """The PNG bytes of `build_figure`."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    build_figure(matrix, title=title).savefig(buffer, format="png")
     return buffer.getvalue()
 
 
