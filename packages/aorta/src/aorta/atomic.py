@@ -17,6 +17,19 @@ from typing import Any
 from aorta.errors import AortaUsageError, OutputExistsError
 
 
+def _process_umask() -> int:
+    # os.umask can only be read by setting it; done once, at import, before any thread of ours
+    # runs, so no file is ever created under the temporary 0 value.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates 0600 files; results are meant to be read by the whole team (a shared
+# cluster directory), so they get the mode an ordinary open() would give: 0666 minus umask.
+_FILE_MODE = 0o666 & ~_process_umask()
+
+
 def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
     """Write `data` to `path` atomically.
 
@@ -28,6 +41,7 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> P
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), _FILE_MODE)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -248,7 +248,8 @@ class LiveReporter:
 
         table = Table(box=None, pad_edge=False, header_style="bold")
         for header in ("", "cell", "trials", "failed", "mean step", "last result"):
-            table.add_column(header, no_wrap=header != "last result")
+            # One line per cell, however narrow the terminal: long results are cut short.
+            table.add_column(header, no_wrap=True, overflow="ellipsis")
         marks = {"pending": " ", "running": ">", "done": "\u2713", "error": "!"}
         for plan, cell in zip(self.plan, self.cells, strict=True):
             style = {"running": "bold", "error": "red"}.get(cell.status, "")
