@@ -5,7 +5,7 @@ One `run_trials` call per cell (a Python call, never a subprocess of `aorta`), p
 `environments/<env>/env.json` once per distinct environment, just before that environment's
 first cell. A cell whose environment cannot run (or whose request is rejected) becomes an
 `error` row; the other cells still run. Ctrl-C writes a valid matrix of what ran, marked
-interrupted with the cells that did not run, then re-raises.
+interrupted with the cells that did not run, then re-raises; so does a crash of the runner.
 
 `resume_run` continues such a run in its own directory: it runs only the trials that have no
 `trial_<id>.json` yet (same ids, same seeds as the first attempt), probes only environments
@@ -124,7 +124,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
     plans = _plan(recipe, session.earlier)
     session.reporter.matrix_started(plans)
     stats: dict[str, CellStats] = {}
-    interrupted = False
+    stopped: BaseException | None = None
     try:
         for index, (cell, plan) in enumerate(zip(recipe.cells, plans, strict=True)):
             env_name = cell.environment.name
@@ -133,8 +133,11 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
             session.reporter.cell_started(index)
             stats[cell.name] = _run_cell(session, cell, plan)
             session.reporter.cell_finished(index, stats[cell.name])
-    except KeyboardInterrupt:
-        interrupted = True
+    except (KeyboardInterrupt, Exception) as exc:
+        # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
+        # environment errors are error cells, so this is a bug or e.g. a full disk): either
+        # way the trials that finished are written into a matrix before it surfaces.
+        stopped = exc
         current = next((c for c in recipe.cells if c.name not in stats), None)
         finished = current and _finish_interrupted(session, current)
         if current and finished:
@@ -156,14 +159,16 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         run_dir=session.run_dir,
         run_timestamp=session.run_timestamp,
         partial_scopes=tuple(partial),
-        interrupted=interrupted,
+        interrupted=stopped is not None,
         cells_not_run=not_run,
         resumed_at=session.resumed_at,
     )
     if session.writer:
         write_report(report)
-    if interrupted:
+    if isinstance(stopped, KeyboardInterrupt):
         raise TriageInterrupted(report)
+    if stopped is not None:
+        raise stopped
     return report
 
 
