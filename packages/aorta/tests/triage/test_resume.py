@@ -173,3 +173,20 @@ def test_run_trials_runs_only_the_selected_trial_ids(tmp_path: Path) -> None:
         RunRequest(workload="toy", output_dir=tmp_path, trials=4, trial_ids=(4,))
     with pytest.raises(AortaUsageError, match="distinct ids"):
         RunRequest(workload="toy", output_dir=tmp_path, trials=4, trial_ids=(1, 1))
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--resume", "RUN", "--trials", "3"], "--trials: only for --mode matrix, not used with --resume"),
+        (["--resume", "RUN", "--output-dir", "elsewhere"], "--output-dir: not used with --resume"),
+        (["--recipe", "r.yaml", "--steps", "5", "--ticket", "T"], "--steps, --ticket: only for --mode matrix, not used with --recipe"),
+    ],
+)  # fmt: skip
+def test_options_the_mode_would_ignore_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
+) -> None:
+    argv = [str(tmp_path) if a == "RUN" else a for a in argv]
+    assert main(["triage", "run", *argv]) == 2
+    assert expected in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

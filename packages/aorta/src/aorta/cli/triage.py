@@ -120,6 +120,7 @@ def run_command(
         raise click.UsageError(
             "give exactly one of --recipe FILE, --mode matrix or --resume RUN_DIR"
         )
+    _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
     if resume_dir is not None:
         return _resume(resume_dir, dry_run=dry_run, progress=progress)
     if recipe_path is not None:
@@ -174,6 +175,37 @@ def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
         click.echo(f"aorta triage: warning: {warning}", err=True)
     click.echo(f"matrix: {run_dir / 'matrix.md'}")
     return 0
+
+
+# Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
+_FLAG_MODE_ONLY = (
+    "workload",
+    "mitigation_axis",
+    "environment_axis",
+    "trials",
+    "steps",
+    "ticket",
+    "baseline_cell",
+    "confound_threshold",
+)
+
+
+def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
+    """An option the chosen mode would ignore is a usage error, never silently dropped."""
+    given = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    if ctx.params.get("mode") is not None:
+        return
+    foreign = [name for name in _FLAG_MODE_ONLY if name in given]
+    if foreign:
+        flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+        used = "--resume (the run directory holds its recipe)" if resume else "--recipe"
+        raise click.UsageError(f"{flags}: only for --mode matrix, not used with {used}")
+    if resume and "output_dir" in given:
+        raise click.UsageError("--output-dir: not used with --resume (results go to RUN_DIR)")
 
 
 def _resume(run_dir: Path, *, dry_run: bool, progress: ProgressMode) -> int:
