@@ -178,11 +178,14 @@ def test_run_trials_runs_only_the_selected_trial_ids(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--resume", "RUN", "--trials", "3"], "--trials: only for --mode matrix, not used with --resume"),
+        (["--resume", "RUN", "--trials", "3"], "--trials: only for --mode matrix"),
         (["--resume", "RUN", "--output-dir", "elsewhere"], "--output-dir: not used with --resume"),
-        (["--recipe", "r.yaml", "--steps", "5", "--ticket", "T"], "--steps, --ticket: only for --mode matrix, not used with --recipe"),
+        (
+            ["--recipe", "r.yaml", "--steps", "5", "--ticket", "T"],
+            "--steps, --ticket: only for --mode matrix, not used with --recipe",
+        ),
     ],
-)  # fmt: skip
+)
 def test_options_the_mode_would_ignore_are_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], expected: str
 ) -> None:
