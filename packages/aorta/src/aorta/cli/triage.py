@@ -164,7 +164,7 @@ def run_command(
     help="Re-judge with this step-time ratio threshold (default: the run's own).",
 )
 def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
-    """Rebuild RUN_DIR's matrix.md / matrix.json from its trial files; runs nothing.
+    """Rebuild RUN_DIR's matrix.md / .json / .png from its trial files; runs nothing.
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
