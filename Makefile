@@ -25,17 +25,15 @@ $(STAMP): packages/aorta/pyproject.toml packages/triton-invariance/pyproject.tom
 
 install: $(STAMP)
 
-# The fsdp workload's divergent preset (aorta.workloads.fsdp.config.DIVERGENT_PRESET): plain SGD
-# at a too-high learning rate, where some seeds blow up within 40 steps.
-DIVERGENT := --set AORTA_FSDP_OPTIMIZER=sgd --set AORTA_FSDP_MOMENTUM=0 --set AORTA_FSDP_LR=4.2
+# The triage matrix of the fsdp workload's divergent preset (plain SGD at a too-high learning
+# rate, aorta.workloads.fsdp.config.DIVERGENT_PRESET): the baseline, where some seeds diverge;
+# fsdp_grad_clip, which cures it at no speed cost; fsdp_substeps, which cures it at twice the
+# compute, so the Confound column flags it. One OpenMP thread: on a shared 2-core machine two
+# threads spin-wait on each other and the step times would measure the neighbours.
+DEMO_RECIPE := packages/aorta/recipes/demo-cpu-divergence.yaml
 
-# Exit code 1 means "some trial failed", which is the point of the first run; 2 (bad input)
-# or anything else still fails the target.
 demo: $(STAMP)
-	@echo "== fsdp at a too-high learning rate: some seeds diverge =="
-	$(BIN)/aorta run -w fsdp -n 4 -s 40 $(DIVERGENT) -o aorta_runs || test $$? -eq 1
-	@echo "== the same trials with the fsdp_grad_clip mitigation =="
-	$(BIN)/aorta run -w fsdp -n 4 -s 40 -m fsdp_grad_clip $(DIVERGENT) -o aorta_runs
+	OMP_NUM_THREADS=1 $(BIN)/aorta triage run --recipe $(DEMO_RECIPE) --output-dir triage_results
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 BUDGET_S = 0.3
 RUNS = 7
-HEAVY = ("torch", "triton", "numpy", "matplotlib", "scipy")
+HEAVY = ("torch", "triton", "numpy", "matplotlib", "scipy", "rich")
 SMOKE = str(Path(__file__).parents[1] / "packages/aorta/recipes/example-fsdp-smoke.yaml")
 BUDGETED = {
     "aorta --help": ["--help"],

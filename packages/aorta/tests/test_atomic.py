@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,18 @@ def test_run_directory_under_a_file_is_a_usage_error(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(AortaUsageError, match="cannot create a run directory under"):
         create_run_dir(blocker / "fsdp", "stamp")
+
+
+def test_results_get_the_ordinary_file_mode_not_the_temp_files_0600(tmp_path: Path) -> None:
+    code = (
+        "import os, sys; os.umask(0o022)\n"
+        "from pathlib import Path\n"
+        "from aorta.atomic import write_bytes_atomic\n"
+        "path = write_bytes_atomic(Path(sys.argv[1]) / 'x.png', b'data')\n"
+        "print(oct(path.stat().st_mode & 0o777))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "0o644"
+    assert (tmp_path / "x.png").read_bytes() == b"data"

@@ -17,8 +17,21 @@ from typing import Any
 from aorta.errors import AortaUsageError, OutputExistsError
 
 
-def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path:
-    """Write `text` to `path` atomically.
+def _process_umask() -> int:
+    # os.umask can only be read by setting it; done once, at import, before any thread of ours
+    # runs, so no file is ever created under the temporary 0 value.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates 0600 files; results are meant to be read by the whole team (a shared
+# cluster directory), so they get the mode an ordinary open() would give: 0666 minus umask.
+_FILE_MODE = 0o666 & ~_process_umask()
+
+
+def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
+    """Write `data` to `path` atomically.
 
     With `overwrite=False` (the default) an existing `path` is never replaced: the final step
     is a hard link, which fails if the name exists, and `OutputExistsError` is raised.
@@ -27,8 +40,9 @@ def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), _FILE_MODE)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         if overwrite:
@@ -44,6 +58,11 @@ def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
     return path
+
+
+def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; see `write_bytes_atomic`."""
+    return write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)
 
 
 def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path:

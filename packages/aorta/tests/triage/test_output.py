@@ -20,6 +20,7 @@ from aorta.triage.output import (
     report_json,
     write_report,
 )
+from aorta.triage.plot import PlotOutcome
 from aorta.triage.recipe import Cell, Recipe, recipe_from_flags
 
 NOW = datetime(2026, 4, 28, 14, 12, 3, tzinfo=UTC)
@@ -409,15 +410,17 @@ def test_json_with_errored_baseline_is_strict(tmp_path: Path) -> None:
 # --- writing -----------------------------------------------------------------------------
 
 
-def test_write_report_writes_both_files_atomically(tmp_path: Path) -> None:
+def test_write_report_writes_all_three_files_atomically(tmp_path: Path) -> None:
     run_dir, stamp = new_run_dir(tmp_path, _recipe(ticket="EXAMPLE-001"), NOW)
     report = dataclasses.replace(_report(tmp_path), run_dir=run_dir, run_timestamp=stamp)
     md_path, json_path = write_report(report)
     assert md_path == run_dir / "matrix.md"
     assert json_path == run_dir / "matrix.json"
-    assert md_path.read_text(encoding="utf-8") == render_markdown(report)
+    plotted = PlotOutcome(run_dir / "matrix.png")
+    assert md_path.read_text(encoding="utf-8") == render_markdown(report, plotted)
     assert json.loads(json_path.read_text(encoding="utf-8")) == report_json(report)
-    assert sorted(p.name for p in run_dir.iterdir()) == ["matrix.json", "matrix.md"]
+    # No temp file left behind: only the three final names.
+    assert sorted(p.name for p in run_dir.iterdir()) == ["matrix.json", "matrix.md", "matrix.png"]
 
 
 def test_write_report_may_rewrite_its_own_files(tmp_path: Path) -> None:
@@ -425,4 +428,4 @@ def test_write_report_may_rewrite_its_own_files(tmp_path: Path) -> None:
     write_report(partial)
     md_path, _ = write_report(_report(tmp_path))
     assert "**Interrupted**" not in md_path.read_text(encoding="utf-8")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.json", "matrix.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.json", "matrix.md", "matrix.png"]

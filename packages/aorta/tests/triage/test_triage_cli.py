@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from aorta.cli.main import main
-from aorta.triage.recipe import Recipe
+from aorta.triage.recipe import Recipe, load_recipe
+from aorta.workloads.fsdp.config import DIVERGENT_PRESET, DIVERGENT_PRESET_STEPS
 
 AORTA = str(Path(sys.executable).with_name("aorta"))
 SMOKE = Path(__file__).parents[2] / "recipes" / "example-fsdp-smoke.yaml"
+DEMO = Path(__file__).parents[2] / "recipes" / "demo-cpu-divergence.yaml"
 
 TOY_RECIPE = """\
 schema_version: 1
@@ -116,7 +118,9 @@ def test_bad_recipe_is_one_line_exit_2(tmp_path: Path, text: str, expected: str)
 
 def test_recipe_and_mode_are_mutually_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["triage", "run"]) == 2
-    assert "exactly one of --recipe FILE or --mode matrix" in capsys.readouterr().err
+    assert (
+        "exactly one of --recipe FILE, --mode matrix or --resume RUN_DIR" in capsys.readouterr().err
+    )
     assert main(["triage", "run", "--mode", "matrix", "--workload", "fsdp"]) == 2
     assert "--mitigation-axis, --environment-axis, --trials" in capsys.readouterr().err
 
@@ -258,3 +262,41 @@ def test_matrix_under_torchrun_two_ranks_rank0_writes_once(tmp_path: Path) -> No
     trial = json.loads((run_dir / "cells" / "fsdp_grad_clip-local" / "trial_0.json").read_text())
     assert trial["world_size"] == 2 and trial["observed"]["world_size"] == 2
     assert json.loads((run_dir / "matrix.json").read_text())["interrupted"] is False
+
+
+def test_demo_recipe_cells_differ_only_by_their_mitigation() -> None:
+    recipe = load_recipe(DEMO)
+    assert recipe.baseline == "baseline-local"
+    assert [c.mitigations for c in recipe.cells] == [
+        ("none",),
+        ("fsdp_grad_clip",),
+        ("fsdp_substeps",),
+    ]
+    assert recipe.steps == DIVERGENT_PRESET_STEPS
+    for cell in recipe.cells:
+        assert cell.extra_env == recipe.cells[0].extra_env
+        assert DIVERGENT_PRESET.items() <= cell.extra_env.items()
+
+
+@pytest.mark.slow
+def test_demo_recipe_matrix_rows_differ_for_real(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [AORTA, "triage", "run", "--recipe", str(DEMO), "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cells = {
+        c["name"]: c
+        for c in json.loads((_only_run_dir(tmp_path) / "matrix.json").read_text())["cells"]
+    }
+    base, clip, sub = cells["baseline-local"], cells["grad_clip-local"], cells["substeps-local"]
+    assert base["failed_count"] >= 3  # seeds 1, 2, 4, 5, 6 of 0..7 diverge
+    assert clip["failed_count"] == 0 and sub["failed_count"] == 0
+    assert clip["significant"] and sub["significant"]
+    # Two forward/backward passes per step: flagged, while clipping costs far less.
+    assert sub["confound"].startswith("speed (+")
+    assert clip["step_time_ratio"] < sub["step_time_ratio"]

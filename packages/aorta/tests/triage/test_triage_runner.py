@@ -230,6 +230,23 @@ def test_ctrl_c_writes_an_interrupted_matrix_with_finished_trials(
     assert report.matrix.row("xnack-local").confound == "error"
 
 
+def test_a_runner_crash_still_leaves_a_matrix_and_surfaces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(request: RunRequest) -> list[TrialResult]:
+        raise OSError(28, "No space left on device")
+
+    fake = FakeRunTrials({"tf32_off-local": disk_full})
+    _install(monkeypatch, fake)
+    with pytest.raises(OSError, match="No space left"):
+        run_recipe(_recipe(), tmp_path, probe=RecordingProbe(fake.events))
+    (run_dir,) = tmp_path.glob("*/*/*")
+    data = json.loads((run_dir / "matrix.json").read_text())
+    assert data["interrupted"] is True
+    assert data["cells_not_run"] == ["tf32_off-local", "xnack-local"]
+    assert [c["trials_run"] for c in data["cells"]] == [4, 0, 0]  # the baseline's trials kept
+
+
 def test_rerun_creates_a_new_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeRunTrials({})
     _install(monkeypatch, fake)

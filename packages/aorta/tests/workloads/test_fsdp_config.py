@@ -16,7 +16,7 @@ from aorta.workloads.fsdp.config import (
     FsdpConfig,
     describe_parameters,
 )
-from aorta.workloads.fsdp.registration import AMP_BF16, GRAD_CLIP, WORKLOAD
+from aorta.workloads.fsdp.registration import AMP_BF16, GRAD_CLIP, SUBSTEPS, WORKLOAD
 
 
 def test_empty_environment_gives_the_defaults() -> None:
@@ -42,10 +42,12 @@ def test_every_variable_is_parsed() -> None:
         "AORTA_FSDP_MOMENTUM": "0",
         "AORTA_FSDP_WEIGHT_DECAY": "0.1",
         "AORTA_FSDP_GRAD_CLIP": "1.0",
+        "AORTA_FSDP_SUBSTEPS": "3",
         "AORTA_FSDP_AMP_DTYPE": "bfloat16",
         "AORTA_FSDP_PARAM_DTYPE": "bfloat16",
         "AORTA_FSDP_WARMUP_STEPS": "0",
         "AORTA_FSDP_DEVICE": "cpu",
+        "AORTA_FSDP_STEP_CLOCK": "CPU",
         "AORTA_FSDP_DATA_SEED": "7",
         "AORTA_FSDP_TEST_INJECT_NAN_AT_STEP": "5",
     }
@@ -61,10 +63,12 @@ def test_every_variable_is_parsed() -> None:
         momentum=0.0,
         weight_decay=0.1,
         grad_clip=1.0,
+        substeps=3,
         amp_dtype="bfloat16",
         param_dtype="bfloat16",
         warmup_steps=0,
         device="cpu",
+        step_clock="cpu",
         data_seed=7,
         test_inject_nan_at_step=5,
     )
@@ -89,6 +93,9 @@ def test_every_variable_is_parsed() -> None:
         ("WEIGHT_DECAY", "-1", "finite float >= 0"),
         ("GRAD_CLIP", "-1", "finite float >= 0"),
         ("GRAD_CLIP", "off", "finite float >= 0"),
+        ("SUBSTEPS", "0", "positive integer"),
+        ("SUBSTEPS", "1.5", "positive integer"),
+        ("STEP_CLOCK", "gpu", "one of wall, cpu"),
         ("AMP_DTYPE", "fp16", "one of none, bfloat16, float16"),
         ("PARAM_DTYPE", "float16", "one of float32, bfloat16"),
         ("WARMUP_STEPS", "-1", "'auto' or an integer >= 0"),
@@ -160,9 +167,10 @@ def test_parameter_table_documents_every_field_with_its_true_default() -> None:
 
 def test_presets_and_mitigations_are_valid_settings() -> None:
     assert WORKLOAD.validate is not None
-    for environ in (DIVERGENT_PRESET, GRAD_CLIP.env, AMP_BF16.env):
+    for environ in (DIVERGENT_PRESET, GRAD_CLIP.env, AMP_BF16.env, SUBSTEPS.env):
         WORKLOAD.validate(environ)
     assert FsdpConfig.from_environ(GRAD_CLIP.env).grad_clip == 1.0
+    assert FsdpConfig.from_environ(SUBSTEPS.env).substeps == 2
     assert FsdpConfig.from_environ(AMP_BF16.env).amp_dtype == "bfloat16"
 
 

@@ -213,10 +213,11 @@ def test_data_is_a_deterministic_function_of_seed_step_and_rank() -> None:
     assert data.successors.shape == (50, BRANCHES)
 
 
-def _preset_env(clip: bool) -> tuple[tuple[str, str], ...]:
+def _preset_env(clip: bool, **extra: str) -> tuple[tuple[str, str], ...]:
     env = dict(DIVERGENT_PRESET)
     if clip:
         env["AORTA_FSDP_GRAD_CLIP"] = "1.0"
+    env.update({f"AORTA_FSDP_{key}": value for key, value in extra.items()})
     return tuple(sorted(env.items()))
 
 
@@ -246,6 +247,38 @@ def test_grad_clip_cures_the_divergent_preset() -> None:
         outcome = _run(seed, DIVERGENT_PRESET_STEPS, _preset_env(clip=True))
         assert outcome.failure is None, (seed, outcome.failure)
         assert outcome.observed["config"]["grad_clip"] == 1.0  # type: ignore[index]
+
+
+def test_substeps_cure_the_divergent_preset() -> None:
+    for seed in DIVERGING_SEEDS:
+        outcome = _run(seed, DIVERGENT_PRESET_STEPS, _preset_env(clip=False, SUBSTEPS="2"))
+        assert outcome.failure is None, (seed, outcome.failure)
+        assert outcome.observed["config"]["substeps"] == 2  # type: ignore[index]
+
+
+def test_substeps_are_smaller_updates_on_the_same_batch() -> None:
+    # Two updates at LR/2 on the same batch are neither one update at LR nor nothing: the
+    # step-1 loss differs from the plain run's, while step 0 (before any update) is identical.
+    plain = _run(3, 4, (("AORTA_FSDP_LR", "0.05"),))
+    halves = _run(3, 4, (("AORTA_FSDP_LR", "0.05"), ("AORTA_FSDP_SUBSTEPS", "2")))
+    assert halves.losses[0] == plain.losses[0]
+    assert halves.losses[1] != plain.losses[1]
+    assert halves.failure is None and len(halves.losses) == 4
+
+
+def test_cpu_step_clock_times_steps_with_the_process_cpu_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import aorta.workloads.fsdp.train as train
+
+    ticks = iter(range(10_000))
+    # Every call of the CPU clock advances it by exactly 5 ms: each step then takes 5 ms.
+    monkeypatch.setattr(train.time, "process_time", lambda: next(ticks) * 0.005)
+    outcome = run_trial(
+        _ctx(0, 6, {"AORTA_FSDP_STEP_CLOCK": "cpu", "AORTA_FSDP_WARMUP_STEPS": "0"})
+    )
+    assert outcome.step_times_ms == pytest.approx([5.0] * 6)
+    assert outcome.observed["config"]["step_clock"] == "cpu"  # type: ignore[index]
 
 
 @pytest.mark.gpu

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,10 +42,9 @@ def _parse_assignments(
 class LineReporter:
     """One plain line per finished trial: readable in a terminal, a log file or CI."""
 
-    def __init__(self, *, echo: bool = True, label_cells: bool = False) -> None:
+    def __init__(self, *, echo: bool = True) -> None:
         self.echo = echo  # False on torchrun ranks other than 0: one log, not N copies
-        self.label_cells = label_cells  # triage: prefix each line with the cell's name
-        self.prefix = ""
+        self.prefix = ""  # triage labels each line with its cell
         self.trials = 0
         self.finished: list[TrialResult] = []
 
@@ -54,10 +54,8 @@ class LineReporter:
             click.echo(line)
 
     def trial_started(self, request: RunRequest, trial_id: int, seed: int) -> None:
-        """Remember the request's size (and cell) for the trial's result line."""
+        """Remember the request's size for the trial's result line."""
         self.trials = request.trials
-        if self.label_cells:
-            self.prefix = f"[{request.output_dir.name}] "
 
     def step(self, trial_id: int, step: int, loss: float | None, step_time_ms: float) -> None:
         """Per-step progress is too chatty for a line log."""
@@ -65,13 +63,19 @@ class LineReporter:
     def trial_finished(self, result: TrialResult) -> None:
         """Print the trial's verdict, its step-time summary and where it ran."""
         self.finished.append(result)
-        times = result.step_times_ms
-        mean = f"{statistics.fmean(times):.1f} ms/step" if times else "no timed steps"
-        verdict = "passed" if result.passed else f"FAILED: {result.failure}"
         self.say(
-            f"{self.prefix}trial {result.trial_id + 1}/{self.trials} seed={result.seed}: {verdict} "
-            f"({mean}, {result.wall_clock_sec:.1f} s, {result.execution.replace('_', ' ')})"
+            f"{self.prefix}trial {result.trial_id + 1}/{self.trials} seed={result.seed}: "
+            f"{trial_verdict(result)} ({result.wall_clock_sec:.1f} s, "
+            f"{result.execution.replace('_', ' ')})"
         )
+
+
+def trial_verdict(result: TrialResult) -> str:
+    """`passed, 12.3 ms/step` or `FAILED: <reason>, ...`: a trial's outcome in a few words."""
+    times = [t for t in result.step_times_ms if math.isfinite(t)]
+    mean = f"{statistics.fmean(times):.1f} ms/step" if times else "no timed steps"
+    verdict = "passed" if result.passed else f"FAILED: {result.failure}"
+    return f"{verdict}, {mean}"
 
 
 @click.command("run")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
+    from aorta.cli.progress import ProgressMode
     from aorta.triage.recipe import Recipe
 
 
@@ -59,6 +60,12 @@ def _describe(recipe: Recipe) -> None:
 
 @triage_group.command("run")
 @click.option("--recipe", "recipe_path", type=click.Path(path_type=Path), help="Recipe file.")
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run the trials an earlier run directory is missing, in that directory.",
+)
 @click.option("--mode", type=click.Choice(["matrix"]), help="Flag mode (builds a recipe).")
 @click.option("--workload", help="Flag mode: workload name.")
 @click.option("--mitigation-axis", help="Flag mode: comma-separated mitigations.")
@@ -77,8 +84,17 @@ def _describe(recipe: Recipe) -> None:
     show_default=True,
 )
 @click.option("--dry-run", is_flag=True, help="Validate and print the resolved cells only.")
+@click.option(
+    "--progress",
+    type=click.Choice(["auto", "live", "plain"]),
+    default="auto",
+    show_default=True,
+    help="live: a table redrawn in place; plain: one line per trial; auto: live on a "
+    "terminal unless CI is set.",
+)
 def run_command(
     recipe_path: Path | None,
+    resume_dir: Path | None,
     mode: str | None,
     workload: str | None,
     mitigation_axis: str | None,
@@ -90,16 +106,23 @@ def run_command(
     confound_threshold: float,
     output_dir: Path,
     dry_run: bool,
+    progress: ProgressMode,
 ) -> int:
-    """Run the matrix from --recipe FILE, or from flags with --mode matrix.
+    """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
+    interrupted run with --resume RUN_DIR.
 
     Exit 0 when every cell ran, 1 when a cell errored, 2 for bad input, 130 on Ctrl-C (a
-    partial matrix marked interrupted is written first).
+    partial matrix marked interrupted is written first; --resume continues it).
     """
     from aorta.triage.recipe import load_recipe, recipe_from_flags
 
-    if (recipe_path is None) == (mode is None):
-        raise click.UsageError("give exactly one of --recipe FILE or --mode matrix")
+    if sum(x is not None for x in (recipe_path, mode, resume_dir)) != 1:
+        raise click.UsageError(
+            "give exactly one of --recipe FILE, --mode matrix or --resume RUN_DIR"
+        )
+    _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
+    if resume_dir is not None:
+        return _resume(resume_dir, dry_run=dry_run, progress=progress)
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
     else:
@@ -129,7 +152,7 @@ def run_command(
     _describe(recipe)
     if dry_run:
         return 0
-    return _execute(recipe, output_dir)
+    return _execute(recipe, output_dir, progress)
 
 
 @triage_group.command("matrix")
@@ -141,7 +164,7 @@ def run_command(
     help="Re-judge with this step-time ratio threshold (default: the run's own).",
 )
 def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
-    """Rebuild RUN_DIR's matrix.md / matrix.json from its trial files; runs nothing.
+    """Rebuild RUN_DIR's matrix.md / .json / .png from its trial files; runs nothing.
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
@@ -154,20 +177,75 @@ def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
     return 0
 
 
-def _execute(recipe: Recipe, output_dir: Path) -> int:
-    from aorta.cli.run import LineReporter
+# Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
+_FLAG_MODE_ONLY = (
+    "workload",
+    "mitigation_axis",
+    "environment_axis",
+    "trials",
+    "steps",
+    "ticket",
+    "baseline_cell",
+    "confound_threshold",
+)
+
+
+def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
+    """An option the chosen mode would ignore is a usage error, never silently dropped."""
+    given = {
+        name
+        for name in ctx.params
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    }
+    if ctx.params.get("mode") is not None:
+        return
+    foreign = [name for name in _FLAG_MODE_ONLY if name in given]
+    if foreign:
+        flags = ", ".join("--" + name.replace("_", "-") for name in foreign)
+        used = "--resume (the run directory holds its recipe)" if resume else "--recipe"
+        raise click.UsageError(f"{flags}: only for --mode matrix, not used with {used}")
+    if resume and "output_dir" in given:
+        raise click.UsageError("--output-dir: not used with --resume (results go to RUN_DIR)")
+
+
+def _resume(run_dir: Path, *, dry_run: bool, progress: ProgressMode) -> int:
+    from aorta.triage.rundir import load_run_recipe
+
+    recipe = load_run_recipe(run_dir)  # not a triage run: one line, exit 2
+    _describe(recipe)
+    if dry_run:
+        return 0
+    return _execute(recipe, run_dir, progress, resume=True)
+
+
+def _execute(recipe: Recipe, target: Path, progress: ProgressMode, *, resume: bool = False) -> int:
+    """Run (`target` = output root) or resume (`target` = the run directory) and report."""
+    import os
+    import sys
+
+    from aorta.cli.progress import choose_reporter
     from aorta.runner.trials import distributed_rank
-    from aorta.triage.runner import TriageInterrupted, run_recipe
+    from aorta.triage.runner import TriageInterrupted, resume_run, run_recipe
 
     # Under torchrun every rank runs the cells; only rank 0 writes and talks.
     loud = distributed_rank()[0] == 0
-    reporter = LineReporter(echo=loud, label_cells=True)
+    reporter = choose_reporter(
+        progress, echo=loud, stdout_is_tty=sys.stdout.isatty(), environ=os.environ
+    )
     try:
-        report = run_recipe(recipe, output_dir, reporter=reporter)
+        with reporter:
+            if resume:
+                report = resume_run(target, reporter=reporter)
+            else:
+                report = run_recipe(recipe, target, reporter=reporter)
     except TriageInterrupted as exc:
         if loud:
             matrix_md = exc.report.run_dir / "matrix.md"
             click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
+            click.echo(
+                f"aorta triage: to finish it: aorta triage run --resume {exc.report.run_dir}",
+                err=True,
+            )
         raise
     if loud:
         for warning in report.matrix.warnings:

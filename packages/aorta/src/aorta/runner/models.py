@@ -22,6 +22,8 @@ class RunRequest:
 
     `environment` is a registry name or an `Environment` object (e.g. an inline docker image
     that was never registered). Trial `i` is seeded with `seed + i`; the seed is recorded.
+    `trial_ids` narrows the run to some of the trials `0..trials-1` (a resumed triage run
+    fills in the ones an interruption left out); each keeps its own id, seed and file name.
     """
 
     workload: str
@@ -32,6 +34,7 @@ class RunRequest:
     trials: int = 1
     steps: int = 10
     seed: int = 0
+    trial_ids: tuple[int, ...] | None = None  # None: every trial 0..trials-1
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -43,6 +46,18 @@ class RunRequest:
         object.__setattr__(self, "mitigations", tuple(self.mitigations))
         object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
         object.__setattr__(self, "output_dir", Path(self.output_dir))
+        if self.trial_ids is not None:
+            ids = tuple(sorted(set(self.trial_ids)))
+            if len(ids) != len(self.trial_ids) or not all(0 <= i < self.trials for i in ids):
+                raise AortaUsageError(
+                    f"trial_ids must be distinct ids within 0..{self.trials - 1}, "
+                    f"got {list(self.trial_ids)}"
+                )
+            object.__setattr__(self, "trial_ids", ids)
+
+    def selected_trials(self) -> tuple[int, ...]:
+        """The ids of the trials this request runs, in order."""
+        return self.trial_ids if self.trial_ids is not None else tuple(range(self.trials))
 
     @property
     def environment_name(self) -> str:

@@ -22,7 +22,7 @@ def distributed_rank() -> tuple[int, int]:
 
 
 def _check_outputs_free(request: RunRequest) -> None:
-    taken = [p for p in map(request.trial_path, range(request.trials)) if p.exists()]
+    taken = [p for p in map(request.trial_path, request.selected_trials()) if p.exists()]
     if taken:
         raise OutputExistsError(
             f"{request.output_dir} already holds {len(taken)} trial file(s) "
@@ -46,7 +46,7 @@ def _step_hook(report: TrialReporter, trial_id: int) -> StepCallback:
 
 
 def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> list[TrialResult]:
-    """Run `request.trials` trials of one workload and write `trial_<id>.json` for each.
+    """Run the request's trials (`request.selected_trials()`) and write `trial_<id>.json` each.
 
     Raises before any trial runs for a bad request (unknown names -> `Unknown*Error`,
     conflicting mitigations, bad workload parameters, existing trial files) and
@@ -84,7 +84,7 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
     in_child = environment.kind != "local" or fresh
 
     results: list[TrialResult] = []
-    for trial_id in range(request.trials):
+    for trial_id in request.selected_trials():
         report.trial_started(request, trial_id, request.trial_seed(trial_id))
         if in_child:
             result = run_trial_in_child(resolved, trial_id, launcher)

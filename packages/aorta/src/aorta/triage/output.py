@@ -3,12 +3,12 @@
 Layout (one directory per invocation, never reused)::
 
     <output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/
-        matrix.md  matrix.json  recipe.resolved.yaml  host_env.json
+        matrix.md  matrix.json  matrix.png  recipe.resolved.yaml  host_env.json
         environments/<env>/env.json  cells/<cell>/trial_<id>.json
 
-`new_run_dir` creates that directory exclusively; `write_report` writes `matrix.json` (full data)
-and `matrix.md` (the readable table). Every file goes through `aorta.atomic`, so a reader never
-sees a half-written matrix.
+`new_run_dir` creates that directory exclusively; `write_report` writes `matrix.json` (full data),
+`matrix.png` (the picture, when matplotlib is installed) and `matrix.md` (the readable table).
+Every file goes through `aorta.atomic`, so a reader never sees a half-written matrix.
 
 Rendering choices the spec leaves open, made here (the Notes section of matrix.md repeats the
 reader-facing ones):
@@ -39,12 +39,14 @@ from typing import Any
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.triage.matrix import Matrix, MatrixRow
 from aorta.triage.names import NO_TICKET, safe_name_problem
+from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
 
 __all__ = [
     "JSON_NAME",
     "MARKDOWN_NAME",
     "NO_TICKET",
+    "PLOT_NAME",
     "REPORT_SCHEMA_VERSION",
     "MatrixReport",
     "cell_dir",
@@ -73,7 +75,7 @@ class MatrixReport:
 
     `partial_scopes` names the probe scopes whose environment snapshot is partial (`"host"`,
     `"environment <name>"`); `cells_not_run` names the recipe cells an interrupted run never
-    reached.
+    reached; `resumed_at` lists when `aorta triage run --resume` added trials to the run.
     """
 
     recipe: Recipe
@@ -83,6 +85,7 @@ class MatrixReport:
     partial_scopes: tuple[str, ...] = ()
     interrupted: bool = False
     cells_not_run: tuple[str, ...] = ()
+    resumed_at: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- layout
@@ -183,6 +186,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
             "sha256": recipe.sha256,
         },
         "run_timestamp": report.run_timestamp,
+        "resumed_at": list(report.resumed_at),
         "trials": recipe.trials,
         "steps": recipe.steps,
         "baseline": matrix.baseline,
@@ -360,6 +364,20 @@ def _count_line(label: str, default: int, overrides: dict[str, int]) -> str:
     return text
 
 
+def _plot_line(plot: PlotOutcome | None) -> list[str]:
+    if plot is None:
+        return []
+    if plot.path is not None:
+        return [
+            f"**Plot**: [{PLOT_NAME}]({PLOT_NAME}) (step time per cell with the baseline and "
+            "the confound threshold marked; failure rate per cell with its Wilson interval)"
+        ]
+    return [
+        f"**Plot**: not drawn: {_one_line(plot.reason or 'unknown reason')}; then "
+        "`aorta triage matrix <this run dir>` draws it"
+    ]
+
+
 def _header(report: MatrixReport) -> list[str]:
     recipe, matrix = report.recipe, report.matrix
     # `_no_ticket_` would render as italic "no_ticket"; code spans show the name as it is.
@@ -380,6 +398,7 @@ def _header(report: MatrixReport) -> list[str]:
         _count_line("Trials per cell", recipe.trials, trials),
         _count_line("Steps per trial", recipe.steps, steps),
         f"**Run timestamp**: {report.run_timestamp}",
+        *([f"**Resumed**: {', '.join(report.resumed_at)}"] if report.resumed_at else []),
         f"**Baseline cell**: {matrix.baseline} (mean step time = {base_text})",
     ]
 
@@ -415,15 +434,17 @@ def _notes(report: MatrixReport) -> list[str]:
     return [f"- {bullet}" for bullet in bullets]
 
 
-def render_markdown(report: MatrixReport) -> str:
+def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> str:
     """The content of `matrix.md`, in the spec's target format.
 
     Title, bold header lines (ticket, workload, recipe path + short sha256 or `flags`, trials,
     steps, timestamp, baseline with its mean step time), then a blockquote of warnings that a
     reader must see first (interrupted run, the matrix's warnings such as an errored baseline,
     partial environment snapshots), the `Reproduction Summary` table and the `Notes` legend.
+    `plot`, when given, adds a line linking `matrix.png` or saying why it was not drawn.
     """
-    lines = [f"# Triage Matrix \u2014 {report.recipe.workload}", "", *_header(report), ""]
+    header = [*_header(report), *_plot_line(plot)]
+    lines = [f"# Triage Matrix \u2014 {report.recipe.workload}", "", *header, ""]
     banner = _banner(report)
     if banner:
         lines.extend([*banner, ""])
@@ -432,14 +453,24 @@ def render_markdown(report: MatrixReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(report: MatrixReport) -> tuple[Path, Path]:
-    """Write `matrix.json` and `matrix.md` into the run directory; return `(md_path, json_path)`.
+def _plot_title(report: MatrixReport) -> str:
+    recipe = report.recipe
+    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
+    state = " (interrupted)" if report.interrupted else ""
+    return f"Triage matrix \u2014 {recipe.workload}, {ticket}, {report.run_timestamp}{state}"
 
-    Both are written atomically. They are the only files allowed to replace an earlier version
+
+def write_report(report: MatrixReport) -> tuple[Path, Path]:
+    """Write `matrix.json`, `matrix.png` and `matrix.md`; return `(md_path, json_path)`.
+
+    Each is written atomically. They are the only files allowed to replace an earlier version
     of themselves: an interrupted run rewrites its partial matrix. JSON goes first so that a
-    crash between the two never leaves a table without its data.
+    crash never leaves a table without its data; the picture comes before the table, which
+    says whether it was drawn (without matplotlib it is not, and the table says how to get it).
     """
     run_dir = Path(report.run_dir)
     json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
-    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, render_markdown(report), overwrite=True)
+    plot = write_plot(report.matrix, run_dir, title=_plot_title(report))
+    md = render_markdown(report, plot)
+    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, md, overwrite=True)
     return md_path, json_path

@@ -5,14 +5,18 @@ One `run_trials` call per cell (a Python call, never a subprocess of `aorta`), p
 `environments/<env>/env.json` once per distinct environment, just before that environment's
 first cell. A cell whose environment cannot run (or whose request is rejected) becomes an
 `error` row; the other cells still run. Ctrl-C writes a valid matrix of what ran, marked
-interrupted with the cells that did not run, then re-raises.
+interrupted with the cells that did not run, then re-raises; so does a crash of the runner.
+
+`resume_run` continues such a run in its own directory: it runs only the trials that have no
+`trial_<id>.json` yet (same ids, same seeds as the first attempt), probes only environments
+that were never probed, and rebuilds the matrix from every trial, old and new.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,19 +25,44 @@ from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.runner.reporting import TrialReporter
 from aorta.runner.trials import distributed_rank, run_trials
 from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
+from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
+from aorta.triage.rundir import (
+    RESOLVED_NAME,
+    archive_matrix,
+    load_run_recipe,
+    partial_scopes,
+    previous_matrix,
+    run_dir_lock,
+    trials_on_disk,
+)
 
 # Injected by tests that need a specific probe outcome; the real probe by default.
 Probe = Callable[..., EnvSnapshot]
 
 NOT_RUN = "not run: the run was interrupted before this cell"
+_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
-def _request(recipe: Recipe, cell: Cell, run_dir: Path) -> RunRequest:
+@dataclass
+class _Session:
+    """One invocation's state while it fills a run directory."""
+
+    recipe: Recipe
+    run_dir: Path
+    run_timestamp: str
+    writer: bool  # rank 0: probes and writes; other torchrun ranks only train
+    reporter: MatrixReporter
+    probe: Probe
+    probed: set[str]  # environments with an env.json already
+    earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
+    resumed_at: tuple[str, ...] = ()
+
+
+def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]) -> RunRequest:
     return RunRequest(
         workload=recipe.workload,
         output_dir=cell_dir(run_dir, cell.name),
@@ -42,37 +71,112 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path) -> RunRequest:
         extra_env=cell.extra_env,
         trials=cell.trials,
         steps=cell.steps,
+        # A fresh cell asks for every trial (the request reads as the spec's); a resumed one
+        # for the ids that are missing.
+        trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
     )
 
 
-def _run_cell(
-    recipe: Recipe, cell: Cell, run_dir: Path, reporter: TrialReporter | None
-) -> CellStats:
+def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPlan]:
+    plans = []
+    for cell in recipe.cells:
+        done = {r.trial_id for r in earlier.get(cell.name, ())}
+        missing = tuple(i for i in range(cell.trials) if i not in done)
+        plans.append(CellPlan(cell.name, cell.trials, cell.steps, missing))
+    return plans
+
+
+def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
+    earlier = session.earlier.get(cell.name, [])
+    if not plan.to_run:
+        return aggregate_cell(cell.name, earlier, trials_requested=cell.trials)
+    request = _request(session.recipe, cell, session.run_dir, plan.to_run)
     try:
-        results = run_trials(_request(recipe, cell, run_dir), reporter)
+        results = run_trials(request, session.reporter)
     except AortaError as exc:  # environment unavailable, bad workload parameter, ...
         return error_cell(cell.name, str(exc), trials_requested=cell.trials)
-    return aggregate_cell(cell.name, results, trials_requested=cell.trials)
+    return aggregate_cell(cell.name, [*earlier, *results], trials_requested=cell.trials)
 
 
-def _trials_on_disk(recipe: Recipe, cell: Cell, run_dir: Path) -> CellStats | None:
-    """What an interrupted cell finished before Ctrl-C: its trial files are complete."""
-    paths = sorted(cell_dir(run_dir, cell.name).glob("trial_*.json"))
-    results = [TrialResult.from_dict(json.loads(p.read_text(encoding="utf-8"))) for p in paths]
+def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> None:
+    # Before the environment's first cell and before any mitigation is applied.
+    snapshot = session.probe(scope="environment", environ=dict(os.environ))
+    path = session.run_dir / "environments" / env_name / "env.json"
+    write_json_atomic(path, snapshot.to_dict())
+    session.probed.add(env_name)
+    if snapshot.partial:
+        partial.append(f"environment {env_name}")
+
+
+def _finish_interrupted(session: _Session, cell: Cell) -> CellStats | None:
+    """What the cell Ctrl-C hit finished: its trial files on disk are complete."""
+    if not session.writer:
+        results = session.earlier.get(cell.name, [])
+    else:
+        results = trials_on_disk(session.run_dir, cell)
     if not results:
         return None
     return aggregate_cell(cell.name, results, trials_requested=cell.trials)
 
 
-def _write_probe(path: Path, snapshot: EnvSnapshot) -> None:
-    write_json_atomic(path, snapshot.to_dict())
+def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
+    recipe = session.recipe
+    plans = _plan(recipe, session.earlier)
+    session.reporter.matrix_started(plans)
+    stats: dict[str, CellStats] = {}
+    stopped: BaseException | None = None
+    try:
+        for index, (cell, plan) in enumerate(zip(recipe.cells, plans, strict=True)):
+            env_name = cell.environment.name
+            if session.writer and plan.to_run and env_name not in session.probed:
+                _probe_environment(session, env_name, partial)
+            session.reporter.cell_started(index)
+            stats[cell.name] = _run_cell(session, cell, plan)
+            session.reporter.cell_finished(index, stats[cell.name])
+    except (KeyboardInterrupt, Exception) as exc:
+        # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
+        # environment errors are error cells, so this is a bug or e.g. a full disk): either
+        # way the trials that finished are written into a matrix before it surfaces.
+        stopped = exc
+        current = next((c for c in recipe.cells if c.name not in stats), None)
+        finished = current and _finish_interrupted(session, current)
+        if current and finished:
+            stats[current.name] = finished
+    not_run = tuple(c.name for c in recipe.cells if c.name not in stats)
+    for cell in recipe.cells:
+        if cell.name in not_run:
+            earlier = session.earlier.get(cell.name)
+            stats[cell.name] = (
+                aggregate_cell(cell.name, earlier, trials_requested=cell.trials)
+                if earlier
+                else error_cell(cell.name, NOT_RUN, trials_requested=cell.trials)
+            )
+    ordered = [stats[c.name] for c in recipe.cells]
+    matrix = build_matrix(ordered, baseline=recipe.baseline, threshold=recipe.confound.threshold)
+    report = MatrixReport(
+        recipe=recipe,
+        matrix=matrix,
+        run_dir=session.run_dir,
+        run_timestamp=session.run_timestamp,
+        partial_scopes=tuple(partial),
+        interrupted=stopped is not None,
+        cells_not_run=not_run,
+        resumed_at=session.resumed_at,
+    )
+    if session.writer:
+        write_report(report)
+    if isinstance(stopped, KeyboardInterrupt):
+        raise TriageInterrupted(report)
+    if stopped is not None:
+        raise stopped
+    return report
 
 
 def run_recipe(
     recipe: Recipe,
     output_root: Path,
     *,
-    reporter: TrialReporter | None = None,
+    reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
 ) -> MatrixReport:
@@ -80,68 +184,89 @@ def run_recipe(
 
     Creates `<output_root>/<ticket>/<workload>/<timestamp>/` (never reused), writes
     `recipe.resolved.yaml`, `host_env.json`, per-environment `env.json`, per-cell trial JSONs
-    and finally `matrix.json` / `matrix.md`. Under torchrun every rank runs every cell (the
-    workload's collectives need all ranks) and only rank 0 probes and writes; the other ranks
-    return an unwritten report whose `run_dir` does not exist.
+    and finally `matrix.json` / `matrix.png` / `matrix.md`. Under torchrun every rank runs every
+    cell (the workload's collectives need all ranks) and only rank 0 probes and writes; the
+    other ranks return an unwritten report whose `run_dir` does not exist. Ctrl-C writes the
+    partial matrix and raises `TriageInterrupted`.
     """
     rank, _ = distributed_rank()
     writer = rank == 0
     moment = now or datetime.now(UTC)
     if writer:
         run_dir, stamp = new_run_dir(output_root, recipe, moment)
-        write_text_atomic(run_dir / "recipe.resolved.yaml", dump_resolved_yaml(recipe))
+        write_text_atomic(run_dir / RESOLVED_NAME, dump_resolved_yaml(recipe))
     else:
         run_dir = output_root / f"_rank{rank}_writes_nothing"
-        stamp = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-    partial: list[str] = []
-    if writer:
-        host = probe(scope="host")
-        _write_probe(run_dir / "host_env.json", host)
-        if host.partial:
-            partial.append("host")
-
-    probed: set[str] = set()
-    stats: list[CellStats] = []
-    interrupted = False
-    try:
-        for cell in recipe.cells:
-            env_name = cell.environment.name
-            if writer and env_name not in probed:
-                # Before the environment's first cell and before any mitigation is applied.
-                snapshot = probe(scope="environment", environ=dict(os.environ))
-                _write_probe(run_dir / "environments" / env_name / "env.json", snapshot)
-                probed.add(env_name)
-                if snapshot.partial:
-                    partial.append(f"environment {env_name}")
-            stats.append(_run_cell(recipe, cell, run_dir, reporter))
-    except KeyboardInterrupt:
-        interrupted = True
-        current = recipe.cells[len(stats)] if len(stats) < len(recipe.cells) else None
-        partial_cell = current and _trials_on_disk(recipe, current, run_dir)
-        if partial_cell:
-            stats.append(partial_cell)
-    done = {s.name for s in stats}
-    not_run = tuple(c.name for c in recipe.cells if c.name not in done)
-    stats.extend(
-        error_cell(c.name, NOT_RUN, trials_requested=c.trials)
-        for c in recipe.cells
-        if c.name in not_run
-    )
-    matrix = build_matrix(stats, baseline=recipe.baseline, threshold=recipe.confound.threshold)
-    report = MatrixReport(
+        stamp = moment.strftime(_ISO_TIME_FORMAT)
+    session = _Session(
         recipe=recipe,
-        matrix=matrix,
         run_dir=run_dir,
         run_timestamp=stamp,
-        partial_scopes=tuple(partial),
-        interrupted=interrupted,
-        cells_not_run=not_run,
+        writer=writer,
+        reporter=reporter or NullMatrixReporter(),
+        probe=probe,
+        probed=set(),
+        earlier={},
     )
-    if writer:
-        write_report(report)
-    if interrupted:
-        raise TriageInterrupted(report)
-    return report
+    partial: list[str] = []
+    if not writer:
+        return _run_cells(session, partial)
+    with run_dir_lock(run_dir):
+        host = probe(scope="host")
+        write_json_atomic(run_dir / "host_env.json", host.to_dict())
+        if host.partial:
+            partial.append("host")
+        return _run_cells(session, partial)
+
+
+def resume_run(
+    run_dir: Path,
+    *,
+    reporter: MatrixReporter | None = None,
+    probe: Probe = collect_env,
+    now: datetime | None = None,
+) -> MatrixReport:
+    """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
+
+    The recipe is the one the run executed (`recipe.resolved.yaml`). Trials with a
+    `trial_<id>.json` are kept and not run again; the missing ids run with the seeds the first
+    attempt would have used; cells that errored or were never reached run in full. The
+    previous matrix files move to `previous/<timestamp>/`; `host_env.json` and existing
+    `env.json` files are kept (an environment never probed is probed before its first cell).
+    Raises `AortaUsageError` when `run_dir` is not a triage run directory or another aorta
+    process works in it, `TriageInterrupted` on Ctrl-C (after writing the partial matrix).
+    """
+    recipe = load_run_recipe(run_dir)
+    rank, _ = distributed_rank()
+    moment = now or datetime.now(UTC)
+
+    def session() -> _Session:
+        # Read under the lock: the trials on disk are final only once no other process writes.
+        previous = previous_matrix(run_dir)
+        return _Session(
+            recipe=recipe,
+            run_dir=run_dir,
+            run_timestamp=previous.get("run_timestamp") or moment.strftime(_ISO_TIME_FORMAT),
+            writer=rank == 0,
+            reporter=reporter or NullMatrixReporter(),
+            probe=probe,
+            probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
+            earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
+            resumed_at=(*previous.get("resumed_at", ()), moment.strftime(_ISO_TIME_FORMAT)),
+        )
+
+    if rank != 0:
+        return _run_cells(session(), [])
+    with run_dir_lock(run_dir):
+        resumed = session()
+        partial = list(partial_scopes(run_dir))
+        if not (run_dir / "host_env.json").exists():  # the first attempt died before its probe
+            host = probe(scope="host")
+            write_json_atomic(run_dir / "host_env.json", host.to_dict())
+            if host.partial:
+                partial.append("host")
+        archive_matrix(run_dir, moment)
+        return _run_cells(resumed, partial)
 
 
 class TriageInterrupted(KeyboardInterrupt):

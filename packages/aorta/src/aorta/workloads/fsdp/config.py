@@ -26,6 +26,7 @@ OPTIMIZERS: Final = ("adamw", "sgd")
 AMP_DTYPES: Final = ("none", "bfloat16", "float16")
 PARAM_DTYPES: Final = ("float32", "bfloat16")
 DEVICES: Final = ("auto", "cpu", "cuda")
+STEP_CLOCKS: Final = ("wall", "cpu")
 
 # The warm-up default when AORTA_FSDP_WARMUP_STEPS is unset: min(3, steps // 5).
 _AUTO_WARMUP_CAP: Final = 3
@@ -68,11 +69,13 @@ class FsdpConfig:
     momentum: float = 0.9
     weight_decay: float = 0.0
     grad_clip: float = 0.0
+    substeps: int = 1
     amp_dtype: str = "none"
     param_dtype: str = "float32"
     # None: min(3, steps // 5), resolved by `warmup_for` once the step count is known.
     warmup_steps: int | None = None
     device: str = "auto"
+    step_clock: str = "wall"
     data_seed: int = 1234
     # Test-only fault injection: make the loss NaN at this (0-based) step. Never on by default.
     test_inject_nan_at_step: int | None = None
@@ -227,6 +230,14 @@ PARAMETERS: Final[tuple[Parameter, ...]] = (
         _float(allow_zero=True),
     ),
     _param(
+        "SUBSTEPS",
+        "1",
+        "Optimizer updates per training step, each on the same batch with the gradient "
+        "recomputed and LR / SUBSTEPS as learning rate: the same step length in smaller, more "
+        "stable pieces, at SUBSTEPS times the compute per step.",
+        _int(1),
+    ),
+    _param(
         "AMP_DTYPE",
         "none",
         "Autocast dtype of the forward pass: none, bfloat16 or float16 "
@@ -253,6 +264,15 @@ PARAMETERS: Final[tuple[Parameter, ...]] = (
         "auto (GPU when torch sees one, else CPU), cpu or cuda (also ROCm); "
         "CPU uses gloo, GPU uses nccl/rccl.",
         _choice(DEVICES),
+    ),
+    _param(
+        "STEP_CLOCK",
+        "wall",
+        "What a step time measures: wall (elapsed time) or cpu (CPU time of this process; "
+        "CPU device only). On a shared CPU machine wall time also measures the neighbours; "
+        "cpu measures the step's own work (set OMP_NUM_THREADS=1, or spin-waiting threads "
+        "count too).",
+        _choice(STEP_CLOCKS),
     ),
     _param(
         "DATA_SEED",

@@ -41,6 +41,17 @@ GRAD_CLIP = Mitigation(
     description="fsdp workload: clip the global gradient norm to 1.0 (AORTA_FSDP_GRAD_CLIP).",
 )
 
+# Cures the divergent preset too, but by doing more work: two updates of half the learning rate
+# per step (each with a freshly computed gradient) stay below the edge of stability where one
+# full-size update does not, and every step costs two forward/backward passes. The demo
+# matrix uses it to show the speed confound flag on a cure that is real but not free.
+SUBSTEPS = Mitigation(
+    name="fsdp_substeps",
+    env={"AORTA_FSDP_SUBSTEPS": "2"},
+    description="fsdp workload: two half-size updates per step on the same batch "
+    "(AORTA_FSDP_SUBSTEPS); about twice the compute per step.",
+)
+
 AMP_BF16 = Mitigation(
     name="fsdp_amp_bf16",
     env={"AORTA_FSDP_AMP_DTYPE": "bfloat16"},

@@ -150,14 +150,16 @@ def resolve_device(config: FsdpConfig, environ: Mapping[str, str]) -> torch.devi
 
 def build_optimizer(config: FsdpConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     """The configured optimizer over the (sharded) parameters of `model`."""
+    # With sub-steps the step's learning rate is shared out among its updates.
+    lr = config.lr / config.substeps
     if config.optimizer == "sgd":
         return torch.optim.SGD(
             model.parameters(),
-            lr=config.lr,
+            lr=lr,
             momentum=config.momentum,
             weight_decay=config.weight_decay,
         )
-    return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=config.weight_decay)
 
 
 def _synchronize(device: torch.device) -> None:
@@ -210,6 +212,11 @@ def run_trial(ctx: TrialContext) -> WorkloadOutcome:
     config = FsdpConfig.from_environ(ctx.environ)
     warmup = config.warmup_for(ctx.steps)
     device = resolve_device(config, ctx.environ)
+    if config.step_clock == "cpu" and device.type != "cpu":
+        # GPU work runs asynchronously: the process's CPU time says nothing about it.
+        raise WorkloadConfigError(
+            f"AORTA_FSDP_STEP_CLOCK='cpu': expected the CPU device, the trial runs on {device}"
+        )
     with trial_process_group(ctx.environ, device.type) as setup:
         return _run_in_group(ctx, config, setup, device, warmup)
 
@@ -233,6 +240,46 @@ def _run_in_group(
     return outcome
 
 
+def _update(
+    model: TinyLM,
+    optimizer: torch.optim.Optimizer,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    *,
+    amp_dtype: torch.dtype | None,
+    setup: DistSetup,
+    max_norm: float,
+    inject_nan: bool,
+) -> tuple[float, float | None]:
+    """One optimizer update on `batch`: the global loss and global grad norm before it.
+
+    Nothing is updated when the loss is not finite (the norm is then None, never computed) or
+    the grad norm is not finite.
+    """
+    inputs, targets = batch
+    with torch.autocast(inputs.device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        logits = model(inputs)
+    loss = F.cross_entropy(logits.float(), targets.flatten())
+    if inject_nan:
+        loss = loss * math.nan
+    # The mean over ranks: every rank sees the same value, hence takes the same decision
+    # (a NaN or inf on any rank makes the sum non-finite everywhere).
+    global_loss = loss.detach().clone()
+    if setup.world_size > 1:
+        dist.all_reduce(global_loss)
+        global_loss /= setup.world_size
+    loss_value = float(global_loss.item())
+    if not math.isfinite(loss_value):
+        return loss_value, None
+    optimizer.zero_grad(set_to_none=True)
+    # Same as loss.backward(); that method has no annotations, this function does.
+    torch.autograd.backward(loss)
+    # Already global: FSDP2 gradients are DTensors and the norm is reduced over the mesh.
+    grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    if math.isfinite(grad_norm):
+        optimizer.step()
+    return loss_value, grad_norm
+
+
 def _train(
     ctx: TrialContext,
     config: FsdpConfig,
@@ -251,46 +298,48 @@ def _train(
     step_times: list[float] = []
     failure: str | None = None
     failed_at: int | None = None
+    clock = time.process_time if config.step_clock == "cpu" else time.perf_counter
     for step in range(ctx.steps):
         tokens = data.batch(step, setup.rank, config.batch_size).to(device)
-        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        batch = (tokens[:, :-1], tokens[:, 1:])
         _synchronize(device)
-        start = time.perf_counter()
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            logits = model(inputs)
-        loss = F.cross_entropy(logits.float(), targets.flatten())
-        if step == config.test_inject_nan_at_step:
-            loss = loss * math.nan
-        # The mean over ranks: every rank sees the same value, hence takes the same decision
-        # (a NaN or inf on any rank makes the sum non-finite everywhere).
-        global_loss = loss.detach().clone()
-        if setup.world_size > 1:
-            dist.all_reduce(global_loss)
-            global_loss /= setup.world_size
-        loss_value = float(global_loss.item())
-        if not math.isfinite(loss_value):
-            losses.append(None)
-            failure, failed_at = f"non-finite loss at step {step}", step
-            ctx.on_step(step, None, (time.perf_counter() - start) * 1000.0)
+        start = clock()
+        # The step's loss and norm are those of its first update (the model as the step
+        # found it), so runs with and without sub-steps report comparable curves.
+        first: tuple[float, float | None] | None = None
+        for sub in range(config.substeps):
+            loss_value, grad_norm = _update(
+                model,
+                optimizer,
+                batch,
+                amp_dtype=amp_dtype,
+                setup=setup,
+                max_norm=max_norm,
+                inject_nan=step == config.test_inject_nan_at_step and sub == 0,
+            )
+            first = first or (loss_value, grad_norm)
+            where = f"step {step}" + (f" (sub-step {sub})" if config.substeps > 1 else "")
+            if not math.isfinite(loss_value):
+                failure = f"non-finite loss at {where}"
+                break
+            if grad_norm is None or not math.isfinite(grad_norm):
+                failure = f"non-finite grad norm at {where}"
+                break
+        assert first is not None  # substeps >= 1
+        loss0, norm0 = first
+        step_loss = loss0 if math.isfinite(loss0) else None
+        losses.append(step_loss)
+        if step_loss is not None:
+            grad_norms.append(norm0 if norm0 is not None and math.isfinite(norm0) else None)
+        if failure is not None:
+            failed_at = step
+            ctx.on_step(step, step_loss, (clock() - start) * 1000.0)
             break
-        optimizer.zero_grad(set_to_none=True)
-        # Same as loss.backward(); that method has no annotations, this function does.
-        torch.autograd.backward(loss)
-        # Already global: FSDP2 gradients are DTensors and the norm is reduced over the mesh.
-        grad_norm = _as_float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
-        losses.append(loss_value)
-        if not math.isfinite(grad_norm):
-            grad_norms.append(None)
-            failure, failed_at = f"non-finite grad norm at step {step}", step
-            ctx.on_step(step, loss_value, (time.perf_counter() - start) * 1000.0)
-            break
-        grad_norms.append(grad_norm)
-        optimizer.step()
         _synchronize(device)
-        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        elapsed_ms = (clock() - start) * 1000.0
         if step >= warmup:
             step_times.append(elapsed_ms)
-        ctx.on_step(step, loss_value, elapsed_ms)
+        ctx.on_step(step, step_loss, elapsed_ms)
     return WorkloadOutcome(
         step_times_ms=step_times,
         warmup_steps=warmup,

@@ -1,0 +1,164 @@
+"""A triage run directory on disk: its recipe as executed, its trials, its matrix files.
+
+Shared by the two commands that work on an existing run directory: `aorta triage matrix`
+(rebuild the matrix) and `aorta triage run --resume` (run what is missing, then rebuild).
+Both read the recipe back from `recipe.resolved.yaml` (so today's registry plays no part),
+and both move the matrix they replace to `previous/<timestamp>/` instead of destroying it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aorta.atomic import create_run_dir
+from aorta.errors import AortaUsageError
+from aorta.registry.models import Environment, Mitigation
+from aorta.runner.models import TrialResult
+from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
+from aorta.triage.recipe import Cell, ConfoundSettings, Recipe
+
+RESOLVED_NAME = "recipe.resolved.yaml"
+LOCK_NAME = ".triage.lock"
+_ARCHIVE_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
+
+
+def load_file(path: Path) -> Any:
+    """A JSON or YAML file of a run directory; unreadable -> one-line `AortaUsageError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())  # YAML errors span lines; ours is one line
+        raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
+
+
+def _cell(data: Mapping[str, Any]) -> Cell:
+    env_data = {k: v for k, v in data["environment"].items() if k != "inline"}
+    mitigations = tuple(
+        Mitigation(
+            name=m["name"],
+            env=m["env"],
+            description="(from recipe.resolved.yaml)",
+            source_package=m["source_package"],
+        )
+        for m in data["mitigations"]
+    )
+    return Cell(
+        name=data["name"],
+        mitigations=tuple(m.name for m in mitigations),
+        environment=Environment(**env_data),
+        extra_env=data["extra_env"],
+        trials=data["trials"],
+        steps=data["steps"],
+        env=data["env"],
+        mitigation_entries=mitigations,
+    )
+
+
+def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = None) -> Recipe:
+    """The `Recipe` a run executed, rebuilt from its `recipe.resolved.yaml` content."""
+    confound = data["confound"]
+    source = data.get("source")
+    return Recipe(
+        schema_version=data["schema_version"],
+        ticket=data["ticket"],
+        workload=data["workload"]["name"],
+        trials=data["trials"],
+        steps=data["steps"],
+        confound=ConfoundSettings(
+            threshold=confound["threshold"] if threshold is None else threshold,
+            baseline_cell=confound["baseline_cell"],
+        ),
+        cells=tuple(_cell(cell) for cell in data["cells"]),
+        baseline=confound["baseline_cell"],
+        source=None if source is None else Path(source),
+        sha256=data.get("sha256"),
+        workload_source_package=data["workload"].get("source_package"),
+    )
+
+
+def load_run_recipe(run_dir: Path, *, threshold: float | None = None) -> Recipe:
+    """The recipe `run_dir` executed; `AortaUsageError` if `run_dir` is not a triage run."""
+    resolved = run_dir / RESOLVED_NAME
+    if not resolved.is_file():
+        raise AortaUsageError(f"{run_dir}: not a triage run directory (no {RESOLVED_NAME})")
+    try:
+        return recipe_from_resolved(load_file(resolved), threshold=threshold)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise AortaUsageError(f"{resolved}: not a {RESOLVED_NAME} aorta wrote: {exc}") from None
+
+
+def previous_matrix(run_dir: Path) -> dict[str, Any]:
+    """The run's current `matrix.json` content, or `{}` when it has none yet."""
+    path = run_dir / JSON_NAME
+    data = load_file(path) if path.exists() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
+    """The cell's finished trials, by trial id (trial files are written atomically: whole).
+
+    Files whose id lies outside the cell's `0..trials-1` are not this recipe's and are left out.
+    A file that does not parse as a trial record is a one-line `AortaUsageError`.
+    """
+    results = []
+    for path in cell_dir(run_dir, cell.name).glob("trial_*.json"):
+        try:
+            result = TrialResult.from_dict(load_file(path))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise AortaUsageError(f"{path}: not a trial record aorta wrote: {exc}") from None
+        if 0 <= result.trial_id < cell.trials:
+            results.append(result)
+    return sorted(results, key=lambda r: r.trial_id)
+
+
+def partial_scopes(run_dir: Path) -> tuple[str, ...]:
+    """The probe scopes whose snapshot on disk is marked partial."""
+    scopes = []
+    host = run_dir / "host_env.json"
+    if host.exists() and load_file(host).get("partial"):
+        scopes.append("host")
+    for env_file in sorted((run_dir / "environments").glob("*/env.json")):
+        if load_file(env_file).get("partial"):
+            scopes.append(f"environment {env_file.parent.name}")
+    return tuple(scopes)
+
+
+def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
+    """Move the current matrix files to a fresh `previous/<timestamp>/`; None if there are none."""
+    names = (MARKDOWN_NAME, JSON_NAME, PLOT_NAME)
+    existing = [run_dir / name for name in names if (run_dir / name).exists()]
+    if not existing:
+        return None
+    archive = create_run_dir(run_dir / "previous", moment.strftime(_ARCHIVE_TIME_FORMAT))
+    for path in existing:
+        path.rename(archive / path.name)
+    return archive
+
+
+@contextlib.contextmanager
+def run_dir_lock(run_dir: Path) -> Iterator[None]:
+    """Hold `run_dir` for one triage process; a second one gets a one-line `AortaUsageError`.
+
+    Two processes filling the same run directory (a resume started while the run is still
+    going) would race for the same trial files and archive each other's matrix.
+    """
+    with (run_dir / LOCK_NAME).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AortaUsageError(
+                f"{run_dir}: another aorta triage process is working in this run directory"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

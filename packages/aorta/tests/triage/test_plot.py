@@ -1,0 +1,163 @@
+"""matrix.png: what the picture shows, atomic writing, and the matrix without matplotlib."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import matplotlib.image
+import pytest
+
+from aorta.atomic import write_text_atomic
+from aorta.runner.models import TrialResult
+from aorta.triage import plot
+from aorta.triage.matrix import Matrix, aggregate_cell, build_matrix, error_cell
+from aorta.triage.output import MatrixReport, write_report
+from aorta.triage.reanalysis import reanalyze
+from aorta.triage.recipe import dump_resolved_yaml, recipe_from_flags
+
+
+def _trial(trial_id: int, *, passed: bool, ms: float) -> TrialResult:
+    return TrialResult(
+        trial_id=trial_id,
+        workload="fsdp",
+        mitigations=("none",),
+        environment="local",
+        seed=trial_id,
+        steps=4,
+        passed=passed,
+        failure=None if passed else "non-finite loss at step 2",
+        step_times_ms=[ms, ms * 1.1, ms * 0.9],
+        warmup_steps=0,
+        losses=[1.0],
+        wall_clock_sec=0.1,
+        started_at="2026-01-01T00:00:00Z",
+        env_applied={},
+        env_snapshot={},
+        observed={},
+    )
+
+
+def _matrix() -> Matrix:
+    def cell(name: str, failures: int, ms: float) -> Any:
+        trials = [_trial(i, passed=i >= failures, ms=ms) for i in range(8)]
+        return aggregate_cell(name, trials, trials_requested=8)
+
+    return build_matrix(
+        [
+            cell("none-local", 4, 10.0),
+            cell("tf32_off-local", 0, 13.0),  # 1.3x: speed confound
+            cell("xnack-local", 0, 10.0),  # trust it
+            error_cell("xnack-docker", "no docker engine answered", trials_requested=8),
+        ],
+        baseline="none-local",
+        threshold=1.15,
+        bootstrap_resamples=100,
+    )
+
+
+def _report(run_dir: Path) -> MatrixReport:
+    recipe = recipe_from_flags(
+        workload="fsdp",
+        mitigation_axis=["none", "tf32_off", "xnack"],
+        environment_axis=["local"],
+        trials=8,
+        steps=4,
+    )
+    return MatrixReport(
+        recipe=recipe, matrix=_matrix(), run_dir=run_dir, run_timestamp="2026-01-01T00:00:00Z"
+    )
+
+
+def test_figure_marks_baseline_threshold_and_failure_intervals() -> None:
+    matrix = _matrix()
+    fig = plot.build_figure(matrix, title="t")
+    left, right = fig.axes
+    ticks = [t.get_text() for t in left.get_yticklabels()]
+    assert ticks == [
+        "none-local\n(baseline)",
+        "tf32_off-local\nspeed (+30%)",
+        "xnack-local\n\u2014",
+        "xnack-docker\nerror",
+    ]
+    base = matrix.baseline_row.stats.mean_step_time_ms
+    assert base is not None
+    vertical = {round(float(line.get_xdata()[0]), 6) for line in left.lines if line.get_label()}
+    assert round(base, 6) in vertical and round(base * 1.15, 6) in vertical
+    legend = [t.get_text() for t in left.get_legend().get_texts()]
+    assert legend == [f"baseline mean {base:.3g} ms", "confound threshold 1.15\u00d7 baseline"]
+    # One dot per trial mean for each of the three cells that ran; the errored cell says so.
+    assert sum(len(c.get_offsets()) for c in left.collections) == 24
+    assert "error" in [t.get_text() for t in left.texts]
+    labels = [t.get_text() for t in right.texts]
+    assert labels[0] == "4/8"
+    assert labels[1].startswith("0/8  p=") and labels[2].startswith("0/8  p=")
+    assert "error" in labels
+    # Wilson bars: the baseline's 4/8 interval around 50 %.
+    low, high = matrix.baseline_row.nan_rate_ci or (0.0, 0.0)
+    segments = [seg for coll in right.collections for seg in coll.get_segments()]
+    assert any(
+        abs(seg[0][0] - low * 100) < 1e-6 and abs(seg[1][0] - high * 100) < 1e-6 for seg in segments
+    )
+
+
+def test_write_report_draws_a_readable_png_atomically(tmp_path: Path) -> None:
+    write_report(_report(tmp_path))
+    png = tmp_path / "matrix.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    height, width, _ = matplotlib.image.imread(png).shape
+    assert width >= 1000 and height >= 300
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["matrix.json", "matrix.md", "matrix.png"]
+    assert "**Plot**: [matrix.png](matrix.png)" in (tmp_path / "matrix.md").read_text()
+
+
+def _no_matplotlib() -> Any:
+    raise ImportError("No module named 'matplotlib'")
+
+
+def test_without_matplotlib_the_matrix_is_written_and_says_how_to_get_the_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(plot, "_import_matplotlib", _no_matplotlib)
+    md_path, json_path = write_report(_report(tmp_path))
+    assert not (tmp_path / "matrix.png").exists()
+    md = md_path.read_text()
+    assert "pip install 'aorta[plot]'" in md
+    assert "`aorta triage matrix <this run dir>` draws it" in md
+    assert "| tf32_off-local" in md  # the table is all there
+    assert len(json.loads(json_path.read_text())["cells"]) == 4
+
+
+def test_a_failing_plot_never_costs_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class BrokenFigure:
+        def __init__(self, **kwargs: object) -> None:
+            raise RuntimeError("no fonts")
+
+    monkeypatch.setattr(plot, "_import_matplotlib", lambda: BrokenFigure)
+    md_path, _ = write_report(_report(tmp_path))
+    assert "not drawn: drawing failed: RuntimeError: no fonts" in md_path.read_text()
+
+
+def test_reanalysis_draws_the_plot_that_was_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run written without matplotlib; the trial files come from the report's own data.
+    report = _report(tmp_path)
+    write_text_atomic(tmp_path / "recipe.resolved.yaml", dump_resolved_yaml(report.recipe))
+    for row in report.matrix.rows:
+        for t in row.stats.trials:
+            trial = _trial(t.trial_id, passed=t.passed, ms=t.step_times_ms[0])
+            path = tmp_path / "cells" / row.name / f"trial_{t.trial_id}.json"
+            write_text_atomic(path, json.dumps(trial.to_dict()))
+    with monkeypatch.context() as patch:
+        patch.setattr(plot, "_import_matplotlib", _no_matplotlib)
+        write_report(report)
+    assert not (tmp_path / "matrix.png").exists()
+    reanalyze(tmp_path)
+    assert (tmp_path / "matrix.png").read_bytes()[:4] == b"\x89PNG"
+    (archive,) = (tmp_path / "previous").iterdir()
+    assert "pip install 'aorta[plot]'" in (archive / "matrix.md").read_text()
+    assert "[matrix.png](matrix.png)" in (tmp_path / "matrix.md").read_text()
