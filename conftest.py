@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import functools
+import signal
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A shell without job control starts background commands (`make test &`, nohup, some CI
+    # runners) with SIGINT ignored, and an ignored signal stays ignored across exec. The Ctrl-C
+    # tests would then send SIGINT to children that cannot receive it. A Python handler, unlike
+    # SIG_IGN, is reset to the default on exec, so installing Python's own here gives every child
+    # a normal Ctrl-C.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @functools.cache
