@@ -1,29 +1,64 @@
 """Orchestration overhead of a triage matrix over the bare workload loops it runs.
 
 One `run_recipe` of N cells x T trials x S fsdp steps (all cells in-process, `none`
-mitigation, so every cell does the same work) against the sum of N x T bare loops of the same
-steps (`runner_overhead.bare_trial`). Probe time (`collect_env`, host + environment scope) is
-measured separately and excluded from the overhead, as the triage issue asks; so is drawing
-`matrix.png` (a fixed cost per matrix, not per step: matplotlib rendering). Rounds alternate;
-the verdict uses minima (see runner_overhead.py for why).
+mitigation, so every cell does the same work). The fsdp training loop
+(`aorta.workloads.fsdp.train.run_trial`) is timed from inside each matrix run, so the
+overhead is decomposed within one run: matrix wall time minus the sum of its own workload loops
+is what the orchestration adds (recipe resolution, env apply/restore, trial snapshots, trial
+JSONs, aggregation, statistics, matrix.md/json), as a fraction of that sum. Probe time
+(`collect_env`, host + environment scope) is excluded and reported apart, as the triage issue
+asks; so is drawing `matrix.png` (a fixed cost per matrix: matplotlib rendering).
 
-Budget (triage issue): orchestration overhead <= 2 %. Exit 1 when over budget.
+Why within one run: on a shared 2-core machine identical rounds were seen to differ by 15-20 %
+(wall and even single-thread CPU time), far more than the 2 % to be resolved, so comparing a
+matrix round with a separate round of bare loops measures the neighbours. For reference, the
+script still alternates rounds of N x T direct calls of the workload entry point (no aorta
+around them) and prints that comparison, unjudged.
+
+Budget (triage issue): orchestration overhead <= 2 % (median over rounds). Exit 1 when over.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).parent))
-from runner_overhead import bare_trial  # sibling benchmark script
-
 BUDGET = 0.02
+
+
+@dataclass
+class Spans:
+    """Wall and CPU seconds of a series of measured spans."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    @contextmanager
+    def span(self) -> Iterator[None]:
+        """Time the enclosed block on both clocks and append it."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        yield
+        self.wall.append(time.perf_counter() - wall)
+        self.cpu.append(time.process_time() - cpu)
+
+
+def timed(spans: Spans, func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func`, with every call recorded in `spans`."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with spans.span():
+            return func(*args, **kwargs)
+
+    return wrapper
 
 
 def main() -> int:
@@ -35,30 +70,24 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
 
+    import torch
     import yaml
 
     import aorta.triage.output as triage_output
+    import aorta.workloads.fsdp.train as fsdp_train
     from aorta.instrumentation.environment import collect_env
+    from aorta.registry import get_workload
     from aorta.triage.recipe import load_recipe
     from aorta.triage.runner import run_recipe
+    from aorta.workloads.contract import TrialContext
 
-    probe_seconds: list[float] = []
-    plot_seconds: list[float] = []
-    draw = triage_output.write_plot
+    torch.set_num_threads(1)  # one thread: less sensitive to a busy neighbour core
 
-    def timed_plot(*args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
-        outcome = draw(*args, **kwargs)
-        plot_seconds.append(time.perf_counter() - start)
-        return outcome
-
-    triage_output.write_plot = timed_plot  # the name write_report calls
-
-    def timed_probe(**kwargs: Any) -> Any:
-        start = time.perf_counter()
-        snapshot = collect_env(**kwargs)
-        probe_seconds.append(time.perf_counter() - start)
-        return snapshot
+    excluded = Spans()  # probes and plots of the current matrix round
+    triage_output.write_plot = timed(excluded, triage_output.write_plot)  # write_report's name
+    probe = timed(excluded, collect_env)
+    loops = Spans()  # the workload's training loops (fsdp's entry imports this name per call)
+    fsdp_train.run_trial = timed(loops, fsdp_train.run_trial)
 
     with tempfile.TemporaryDirectory(prefix="aorta-triage-bench-") as tmp:
         cells = [
@@ -79,55 +108,72 @@ def main() -> int:
             )
         )
         recipe = load_recipe(recipe_path)
+        entry = get_workload("fsdp").entry
+        bare, matrix = Spans(), Spans()
+        overheads: list[float] = []
+        excluded_s: list[float] = []
 
-        def bare_round() -> float:
-            start = time.perf_counter()
-            for _ in range(args.cells):
-                for trial in range(args.trials):
-                    bare_trial(args.steps, seed=trial)
-            return time.perf_counter() - start
+        def bare_round() -> None:
+            with bare.span():
+                for _ in range(args.cells):
+                    for trial in range(args.trials):
+                        entry(
+                            TrialContext(
+                                trial_id=trial,
+                                seed=trial,  # as in run_recipe: RunRequest.seed 0 + trial id
+                                steps=args.steps,
+                                environ=dict(os.environ),
+                                output_dir=Path(tmp),
+                            )
+                        )
 
-        def matrix_round() -> float:
-            probe_seconds.clear()
-            plot_seconds.clear()
-            start = time.perf_counter()
-            run_recipe(recipe, Path(tmp) / "out", probe=timed_probe)
-            return time.perf_counter() - start - sum(probe_seconds) - sum(plot_seconds)
+        def matrix_round() -> None:
+            for series in (excluded, loops):
+                series.wall.clear()
+                series.cpu.clear()
+            with matrix.span():
+                run_recipe(recipe, Path(tmp) / "out", probe=probe)
+            loop_s, probe_plot_s = sum(loops.wall), sum(excluded.wall)
+            matrix.wall[-1] -= probe_plot_s
+            matrix.cpu[-1] -= sum(excluded.cpu)
+            overheads.append((matrix.wall[-1] - loop_s) / loop_s)
+            excluded_s.append(probe_plot_s)
 
         bare_round()  # warm-up: imports, first process group
         matrix_round()
-        bare: list[float] = []
-        matrix: list[float] = []
-        probes: list[float] = []
-        plots: list[float] = []
+        for series in (bare, matrix):
+            series.wall.clear()
+            series.cpu.clear()
+        overheads.clear()
+        excluded_s.clear()
         for _ in range(args.rounds):
-            bare.append(bare_round())
-            matrix.append(matrix_round())
-            probes.append(sum(probe_seconds))
-            plots.append(sum(plot_seconds))
+            bare_round()
+            matrix_round()
 
-    overhead = min(matrix) / min(bare) - 1.0
-    median_overhead = statistics.median(matrix) / statistics.median(bare) - 1.0
     print(
         f"{args.rounds} rounds: {args.cells} cells x {args.trials} trials x {args.steps} fsdp steps"
     )
-    for label, times in (("bare loops", bare), ("run_recipe", matrix)):
-        rounds = ", ".join(f"{t:.3f}" for t in times)
-        print(
-            f"{label:<11} min {min(times):7.3f} s  "
-            f"median {statistics.median(times):7.3f} s  ({rounds})"
-        )
-    print(
-        f"probes (excluded): median {statistics.median(probes) * 1000:.1f} ms per matrix "
-        f"(1 host + 1 environment snapshot)"
-    )
-    print(f"matrix.png (excluded): median {statistics.median(plots) * 1000:.1f} ms per matrix")
+    per_round = ", ".join(f"{o * 100:+.2f} %" for o in overheads)
+    overhead = statistics.median(overheads)
     verdict = "ok" if overhead <= BUDGET else "FAIL"
     print(
-        f"orchestration overhead: {overhead * 100:+.2f} % on minima, "
-        f"{median_overhead * 100:+.2f} % on medians (budget {BUDGET * 100:.0f} %) [{verdict}]"
+        f"orchestration overhead within each matrix run (wall, over its own workload loops): "
+        f"median {overhead * 100:+.2f} % ({per_round}) (budget {BUDGET * 100:.0f} %) [{verdict}]"
     )
-    return 0 if overhead <= BUDGET else 1
+    print(
+        f"probes + matrix.png (excluded): median {statistics.median(excluded_s):.3f} s "
+        f"wall per matrix"
+    )
+    print("reference, separate rounds (unjudged: round-to-round noise exceeds the budget):")
+    for clock in ("wall", "cpu"):
+        for label, series in (("bare loops", bare), ("run_recipe", matrix)):
+            times = getattr(series, clock)
+            rounds = ", ".join(f"{t:.3f}" for t in times)
+            print(
+                f"  {clock:<4} {label:<11} min {min(times):7.3f} s  "
+                f"median {statistics.median(times):7.3f} s  ({rounds})"
+            )
+    return 0 if verdict == "ok" else 1
 
 
 if __name__ == "__main__":
