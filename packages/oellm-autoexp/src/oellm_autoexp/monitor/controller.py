@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
-from oellm_autoexp.monitor.log_signals import read_new, scan
+from oellm_autoexp.monitor.log_signals import read_new_text
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
@@ -37,6 +37,7 @@ from oellm_autoexp.slurm.client import (
     SubmissionError,
     SubmitRequest,
 )
+from oellm_autoexp.slurm.log_pattern import fill_log_pattern
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
@@ -74,17 +75,7 @@ class PollReport:
 
 def resolve_log_path(template: str, job_id: str, slurm_name: str) -> Path:
     """SLURM's filename pattern (%A %a %j %x %%) filled in for `job_id` (``123`` or ``123_4``)."""
-    return Path(_fill_log_pattern(template, job_id, slurm_name))
-
-
-def _fill_log_pattern(template: str, job_id: str, slurm_name: str) -> str:
-    if "%" not in template:
-        return template
-    base, _, task = job_id.partition("_")
-    text = template.replace("%%", "\0")
-    for key, value in (("%A", base), ("%a", task), ("%j", base), ("%x", slurm_name)):
-        text = text.replace(key, value)
-    return text.replace("\0", "%")
+    return Path(fill_log_pattern(template, job_id, slurm_name))
 
 
 def array_spec(indices: Iterable[int]) -> str:
@@ -128,6 +119,7 @@ class MonitorController:
         self._runtimes = [_Runtime(s, load_settings(s.monitoring)) for s in sessions]
         self._actions: list[Action] = []
         self._signal_hits = 0
+        self._log_paths: dict[str, str] = {}  # SLURM id -> its resolved log path
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -447,12 +439,17 @@ class MonitorController:
     def _watched_files(self, job: JobRecord) -> list[str]:
         # Plain strings, not Path objects: this runs for every job on every poll.
         assert job.job_id is not None
-        return [_fill_log_pattern(job.log_path, job.job_id, job.slurm_name), *job.output_paths]
+        log_path = self._log_paths.get(job.job_id)
+        if log_path is None:  # resolved once per SLURM id, not once per poll
+            log_path = fill_log_pattern(job.log_path, job.job_id, job.slurm_name)
+            self._log_paths[job.job_id] = log_path
+        return [log_path, *job.output_paths]
 
     def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> bool:
         """Scan new log lines for signals, note file activity; True if the marker was seen."""
         files = self._watched_files(job)
         log_size = -1
+        marks = job.file_marks
         for path in files:
             try:
                 stat = os.stat(path)  # noqa: PTH116 (str paths: per job and poll)
@@ -460,25 +457,25 @@ class MonitorController:
                 continue
             if path is files[0]:
                 log_size = stat.st_size
-            mark = [float(stat.st_size), stat.st_mtime]
             # Activity is a change seen between polls, timed by the monitor's clock: no
             # dependence on the compute nodes' clocks or on the filesystem's mtime precision.
-            if job.file_marks.get(path) != mark:
-                job.file_marks[path] = mark
+            mark = marks.get(path)
+            if mark is None or mark[0] != stat.st_size or mark[1] != stat.st_mtime:
+                marks[path] = [float(stat.st_size), stat.st_mtime]
                 job.last_activity = now
-        lines: list[str] = []
+        text = ""
         if log_size >= 0 and log_size != job.log_offset:
-            lines, job.log_offset = read_new(files[0], job.log_offset, size=log_size)
+            text, job.log_offset = read_new_text(files[0], job.log_offset, size=log_size)
         marker = "completed" in job.signals
-        if not lines:
+        if not text:
             return marker
         term = rt.settings.config.termination_str
-        if term and any(term in line for line in lines):
+        if term and term in text:
             if not marker:
                 job.signals.append("completed")
                 log.info("job %s (%s): signal completed (mode=success)", job.name, job.job_id)
             marker = True
-        for hit in scan(lines, rt.settings.signals):
+        for hit in rt.settings.signal_set.scan_text(text):
             self._signal_hits += 1
             sig = hit.signal
             if sig.name not in job.signals:
@@ -600,7 +597,7 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         "output_dir": job.output_dir,
         "name": job.name,
         "job_id": job_id,
-        "log": _fill_log_pattern(job.log_path, job_id, job.slurm_name),
+        "log": fill_log_pattern(job.log_path, job_id, job.slurm_name),
     }
     try:
         text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})

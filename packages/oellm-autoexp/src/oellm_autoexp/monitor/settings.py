@@ -19,7 +19,7 @@ from oellm_autoexp.config.interfaces import (
 )
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor import policies as _policies  # registers the built-in policies
-from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, parse_signals
+from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, SignalSet, parse_signals
 
 
 @dataclass
@@ -50,6 +50,10 @@ class MonitorSettings:
     config: LogMonitorConfig
     signals: list[LogSignal]
     policies: list[Any]
+    signal_set: SignalSet = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.signal_set = SignalSet(self.signals)
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before the next restart of a job that restarted `n` times."""
