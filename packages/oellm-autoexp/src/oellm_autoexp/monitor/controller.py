@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
 from oellm_autoexp.monitor.log_signals import read_new_text
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
+from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
 from oellm_autoexp.persistence.session import JobRecord, Session
@@ -100,6 +102,10 @@ class _Runtime:
     dirty: bool = False  # a state changed: save before the next SLURM call
     touched: bool = False  # only log offsets / activity marks moved: save now and then
     saved_at: float = 0.0
+    restart_scripts: RestartScripts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.restart_scripts = RestartScripts(self.session)
 
 
 class MonitorController:
@@ -182,18 +188,27 @@ class MonitorController:
         *,
         sleep: Callable[[float], None] = time.sleep,
         max_polls: int | None = None,
+        after_poll: Callable[[PollReport], None] | None = None,
+        until: Callable[[], bool] | None = None,
     ) -> int:
-        """Poll until every job finished (or `max_polls`); returns the number of polls.
+        """Poll until every job finished, `until()` holds, or `max_polls`; the number of polls.
 
+        `after_poll` sees each poll's report (e.g. to dispatch `drain_actions()` at once).
         The interval is the smallest `poll_interval_seconds` of the sessions, shortened when a
         restart is due sooner, and doubled (up to 8x) while SLURM keeps failing to answer.
         """
         polls, failures = 0, 0
-        while self._any_active() and (max_polls is None or polls < max_polls):
+
+        def done() -> bool:
+            return not self._any_active() or (until is not None and until())
+
+        while not done() and (max_polls is None or polls < max_polls):
             report = self.poll_once()
             polls += 1
+            if after_poll is not None:
+                after_poll(report)
             failures = failures + 1 if report.slurm_error else 0
-            if not self._any_active():
+            if done():
                 break
             sleep(self._interval(failures))
         return polls
@@ -252,7 +267,7 @@ class MonitorController:
     def _due(self, job: JobRecord, now: float) -> bool:
         if job.job_id is not None or job.submit_token is not None:
             return False
-        if job.finished:
+        if job.finished or not job.script:  # a watched job without a script is never submitted
             return False
         never = not job.attempts and job.next_submit_at is None
         return never or (job.next_submit_at is not None and job.next_submit_at <= now)
@@ -353,13 +368,18 @@ class MonitorController:
 
     # -- observation ----------------------------------------------------------------------
     def _observe(self, now: float, report: PollReport) -> int:
-        watched = [
-            (rt, job)
-            for rt in self._runtimes
-            for job in rt.session.jobs.values()
-            if job.job_id is not None and not job.finished
-        ]
-        report.jobs_polled = len(watched)
+        watched, log_only = [], []
+        for rt in self._runtimes:
+            for job in rt.session.jobs.values():
+                if job.finished:
+                    continue
+                if job.job_id is not None:
+                    watched.append((rt, job))
+                elif _log_only(job):
+                    log_only.append((rt, job))
+        report.jobs_polled = len(watched) + len(log_only)
+        for rt, job in log_only:
+            self._observe_log_only(rt, job, now)
         if not watched:
             return 0
         answer = self.client.query([job.job_id for _, job in watched if job.job_id])
@@ -371,10 +391,12 @@ class MonitorController:
             gone = job.job_id in answer.unknown
             if info is None and not gone:
                 continue
+            before_id = job.job_id
             before = (job.state, job.slurm_state, len(job.signals), len(job.attempts))
             scheduled += self._observe_job(rt, job, info, gone, now, to_cancel)
             if (job.state, job.slurm_state, len(job.signals), len(job.attempts)) != before:
                 rt.dirty = True
+                self._after_observation(rt, job, before[0], before[3], now, before_id)
             else:
                 rt.touched = True
         if to_cancel:
@@ -384,6 +406,54 @@ class MonitorController:
             log.info("cancelling stalled jobs %s", ", ".join(to_cancel))
             self.client.cancel(to_cancel)
         return scheduled
+
+    def _observe_log_only(self, rt: _Runtime, job: JobRecord, now: float) -> None:
+        """A watched log without a SLURM job: pending until it appears, then by activity."""
+        state, signals = job.state, len(job.signals)
+        if self._read_logs(rt, job, now):
+            job.outcome = {"mode": "success", "reason": "completion marker"}
+            self._set_state(job, MonitorState.COMPLETED, "completion marker in the log")
+        elif job.last_activity is not None:  # else the log does not exist yet
+            idle = now - job.last_activity
+            if idle > rt.settings.config.inactivity_threshold_seconds:
+                self._set_state(job, MonitorState.STALLED, f"idle {idle:.0f} s")
+            else:
+                self._set_state(job, MonitorState.RUNNING, "log activity")
+        self._after_observation(rt, job, state, len(job.attempts), now)
+        if (job.state, len(job.signals)) != (state, signals):
+            rt.dirty = True
+        else:
+            rt.touched = True
+
+    def _after_observation(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        old_state: str,
+        old_attempts: int,
+        now: float,
+        job_id: str | None = None,
+    ) -> None:
+        """Lifecycle events (``run_<state>``, ``run_ended``) as actions, when configured."""
+        if not rt.settings.config.emit_events:
+            return
+        events = []
+        if job.state != old_state:
+            events.append((f"run_{job.state}", f"{old_state} -> {job.state}"))
+        if len(job.attempts) > old_attempts:
+            last = job.attempts[-1]
+            meta = last.get("metadata") or {}
+            events.append(
+                (
+                    "run_ended",
+                    f"mode={last['mode']} error_type={meta.get('error_type') or '-'} "
+                    f"slurm_state={last.get('slurm_state') or '-'}",
+                )
+            )
+        for action, line in events:
+            self._actions.append(
+                Action(action, "lifecycle", rt.session.session_id, job.name, job_id, line, now)
+            )
 
     def _observe_job(
         self,
@@ -438,7 +508,8 @@ class MonitorController:
 
     def _watched_files(self, job: JobRecord) -> list[str]:
         # Plain strings, not Path objects: this runs for every job on every poll.
-        assert job.job_id is not None
+        if job.job_id is None:  # a watched log without a SLURM job: a plain path
+            return [job.log_path, *job.output_paths]
         log_path = self._log_paths.get(job.job_id)
         if log_path is None:  # resolved once per SLURM id, not once per poll
             log_path = fill_log_pattern(job.log_path, job.job_id, job.slurm_name)
@@ -474,6 +545,19 @@ class MonitorController:
             if not marker:
                 job.signals.append("completed")
                 log.info("job %s (%s): signal completed (mode=success)", job.name, job.job_id)
+                if rt.settings.config.emit_events:
+                    line = next(ln for ln in text.splitlines() if term in ln)
+                    self._actions.append(
+                        Action(
+                            "run_completed",
+                            "completed",
+                            rt.session.session_id,
+                            job.name,
+                            job.job_id,
+                            line.strip(),
+                            now,
+                        )
+                    )
             marker = True
         for hit in rt.settings.signal_set.scan_text(text):
             self._signal_hits += 1
@@ -489,10 +573,10 @@ class MonitorController:
                 sig.action,
                 hit.line.strip()[:200],
             )
-            if sig.action:
+            if sig.action or rt.settings.config.emit_events:
                 self._actions.append(
                     Action(
-                        sig.action,
+                        sig.action or sig.name,
                         sig.name,
                         rt.session.session_id,
                         job.name,
@@ -553,6 +637,8 @@ class MonitorController:
             mode,
             total,
         )
+        if action == "restart":
+            action, reason = self._rewrite_for_restart(rt, job, cls, reason)
         if action != "restart":
             job.outcome = {"mode": mode, **cls.metadata, "decision": reason}
             self._set_state(job, MonitorState.FAILED, reason)
@@ -565,6 +651,29 @@ class MonitorController:
         job.outcome = None
         self._set_state(job, MonitorState.PENDING, f"restart scheduled: {reason}")
         return 1
+
+    def _rewrite_for_restart(
+        self, rt: _Runtime, job: JobRecord, cls: Classification, reason: str
+    ) -> tuple[str, str]:
+        """Let the backend change the restarted command (a new script); the final action."""
+        try:
+            rewritten = rt.restart_scripts.rewrite(job, {"mode": str(cls.mode), **cls.metadata})
+        except AutoexpError as exc:
+            # Restarting the unchanged command could start over and overwrite checkpoints.
+            why = f"restart command could not be built: {exc}"
+            log.error("job %s: %s; not restarting", job.name, why)
+            return "stop", why
+        if rewritten is None:
+            return "restart", reason
+        changes = ", ".join(f"{k}={v}" for k, v in sorted(rewritten.overrides.items()))
+        log.info(
+            "job %s: backend changed %s for the restart; script %s",
+            job.name,
+            changes,
+            rewritten.path,
+        )
+        job.script = str(rewritten.path)
+        return "restart", f"{reason}; {changes}"
 
     def _set_state(self, job: JobRecord, state: MonitorState, detail: str) -> None:
         if job.state == state.value:
@@ -612,6 +721,11 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         return False
     log.info("job %s: termination_cmd exited %d", job.name, done.returncode)
     return done.returncode == 0
+
+
+def _log_only(job: JobRecord) -> bool:
+    """A watched log with no SLURM job behind it (standalone monitor): never submitted."""
+    return not job.script and job.job_id is None and not job.attempts
 
 
 def _base_id(hits: list[JobInfo]) -> str | None:

@@ -1,0 +1,147 @@
+"""Restarts through the backend hook: Megatron resumes with ``--load`` from its checkpoint tracker.
+
+The planner, session and monitor are the real ones; SLURM is the fake (timelines), Megatron's
+parser is the stand-in (see conftest).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oellm_autoexp.backends.base import JobContext
+from oellm_autoexp.config.loader import load_config
+from oellm_autoexp.monitor import MonitorController
+from oellm_autoexp.monitor.session_builder import submit_plan
+from oellm_autoexp.orchestrator import backend_for_job, build_plan, write_plan
+from oellm_autoexp.persistence import SessionStore
+from oellm_autoexp.slurm.client import SubmitRequest
+from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
+
+CONFIG = """\
+project: {{name: gpt, base_output_dir: {root}}}
+backend:
+  class_name: MegatronBackend
+  launcher: [torchrun]
+  megatron:
+    num_layers: 2
+    hidden_size: 64
+    num_attention_heads: 4
+    seq_length: 128
+    lr: 1.0e-4
+    save: "{{output_dir}}/checkpoints"
+sweep:
+  name_template: "gpt_{{index}}"
+slurm: {{use_srun: false, test_only: never}}
+monitoring:
+  class_name: LogMonitor
+  termination_str: TRAINING DONE
+  restart_backoff_seconds: 0
+restart:
+  policies:
+    - {{class_name: AlwaysRestartPolicy, modes: [crash], max_retries: {retries}}}
+"""
+
+
+def _plan(root: Path, retries: int = 1) -> Any:
+    path = root / "gpt.yaml"
+    path.write_text(CONFIG.format(root=root, retries=retries))
+    result = build_plan(load_config(str(path)).root)
+    write_plan(result, test_only="never")
+    return result
+
+
+def _checkpoint(save: Path, tracker: str, folder: str | None) -> None:
+    save.mkdir(parents=True, exist_ok=True)
+    if folder is not None:
+        (save / folder).mkdir()
+    (save / "latest_checkpointed_iteration.txt").write_text(tracker + "\n")
+
+
+def _drive(result: Any, on_first_start: Any) -> tuple[FakeSlurmClient, Any]:
+    """Submit the plan; every attempt fails after 5 s; `on_first_start` runs as attempt 1 runs."""
+    clock = FakeClock()
+
+    def timeline(_request: SubmitRequest, _job_id: str, _attempt: int) -> Timeline:
+        return Timeline(run_s=5, end_state="FAILED", exit_code=1, log_every_s=None)
+
+    fake = FakeSlurmClient(clock, timeline)
+    session = submit_plan(result.plan, result.config, fake, monitor=False)
+    store = SessionStore(Path(result.plan.output_root) / "monitoring_state")
+    controller = MonitorController(fake, store, [store.load(session.session_id)], clock=clock)
+    on_first_start()
+    for _ in range(20):
+        if not controller.active:
+            break
+        clock.advance(3)
+        controller.poll_once()
+    assert not controller.active
+    return fake, store.load(session.session_id)
+
+
+def test_a_restart_after_a_checkpoint_runs_a_new_script_with_load(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    save = job.output_dir / "checkpoints"
+    planned_text = job.script.read_text()
+    fake, session = _drive(result, lambda: _checkpoint(save, "20", "iter_0000020"))
+
+    scripts = [request.script for _, request in fake.submissions]
+    assert len(scripts) == 2  # one restart: the policy's budget of 1, then failed
+    assert scripts[0] == job.script
+    assert scripts[1] == job.script.parent / "restarts" / f"{job.name}.restart1.sbatch"
+    assert "--load" not in planned_text
+    assert job.script.read_text() == planned_text  # the plan's script is never edited
+    restart_text = scripts[1].read_text()
+    assert f"--save={save} --load={save})" in restart_text  # the end of AUTOEXP_CMD=(...)
+    assert f"#SBATCH --job-name={job.name}" in restart_text
+    assert f"#SBATCH --output={job.log_path}" in restart_text
+    record = session.jobs[job.job_id]
+    assert record.state == "failed"
+    assert record.restarts == {"crash": 1}
+    assert record.outcome is not None and "retry budget spent" in record.outcome["decision"]
+    assert record.script == str(scripts[1])
+
+
+def test_without_a_complete_checkpoint_the_restart_reuses_the_planned_script(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    # The tracker names an iteration whose directory is not there (a save cut short).
+    fake, _session = _drive(result, lambda: _checkpoint(job.output_dir / "checkpoints", "30", None))
+    assert [request.script for _, request in fake.submissions] == [job.script, job.script]
+
+
+@pytest.mark.parametrize(
+    ("tracker", "folder", "expected"),
+    [
+        ("20", "iter_0000020", True),
+        ("release", "release", True),
+        ("20", None, False),
+        ("garbage", None, False),
+        (None, None, False),
+    ],
+)
+def test_megatron_restart_overrides_follow_the_tracker_file(
+    tmp_path: Path,
+    megatron_importable: Path,
+    tracker: str | None,
+    folder: str | None,
+    expected: bool,
+) -> None:
+    result = _plan(tmp_path)
+    from oellm_autoexp.config.loader import parse_config
+
+    job = result.plan.jobs[0]
+    ctx = JobContext(job.job_id, job.name, job.index, job.params, job.output_dir, "gpt")
+    backend = backend_for_job(parse_config(result.config), ctx)
+    save = job.output_dir / "checkpoints"
+    if tracker is not None:
+        _checkpoint(save, tracker, folder)
+    overrides = backend.restart_overrides(ctx, {"mode": "crash"})
+    assert overrides == ({"backend.megatron.load": str(save)} if expected else {})
