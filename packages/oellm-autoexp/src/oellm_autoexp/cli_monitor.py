@@ -38,7 +38,9 @@ def _setup_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    logging.getLogger("oellm_autoexp.monitor").setLevel(logging.INFO)
+    logging.getLogger("oellm_autoexp.monitor").setLevel(
+        logging.INFO if verbose else logging.WARNING
+    )
 
 
 def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str]) -> SessionStore:

@@ -549,7 +549,7 @@ class MonitorController:
                     line = next(ln for ln in text.splitlines() if term in ln)
                     self._actions.append(
                         Action(
-                            "run_completed",
+                            "completion_marker",
                             "completed",
                             rt.session.session_id,
                             job.name,

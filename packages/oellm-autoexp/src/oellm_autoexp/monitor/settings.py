@@ -35,7 +35,8 @@ class LogMonitorConfig(MonitorConfigBase):
     restart_backoff_factor: float = 2.0
     max_restart_backoff_seconds: float = 1800.0
     # Every lifecycle change (run_pending, run_running, run_stalled, run_completed, run_failed,
-    # run_ended) and every signal match becomes an action (`drain_actions`); the standalone
+    # run_ended), the completion marker and every signal match becomes an action
+    # (`drain_actions`); the standalone
     # `monitor MONITOR.yaml` turns this on.
     emit_events: bool = False
 

@@ -15,8 +15,10 @@ A MONITOR.yaml is told from an experiment config by its top-level ``watch:`` lis
     state_dir: /runs/monitoring_state   # optional; default: monitoring_state next to the file
 
 Every lifecycle change (``run_pending``, ``run_running``, ``run_stalled``, ``run_completed``,
-``run_failed``, ``run_ended``) and every signal match (the pre-registered ``oom``, ``nccl``,
-``exception``, ``nan_loss``, ``checkpoint_saved`` and the configured ones) is an event; an event
+``run_failed``, and ``run_ended`` with the classified mode when a SLURM job ends), the completion
+marker (``completion_marker``: the `termination_str` line) and every signal match (the
+pre-registered ``oom``, ``nccl``, ``exception``, ``nan_loss``, ``checkpoint_saved`` and the
+configured ones) is an event; an event
 with an entry under ``actions`` runs that command. Nothing is ever submitted or restarted: the
 watched jobs were submitted by someone else. State (log offsets, job states) is kept in a session
 file whose id derives from the file's path, so running the same MONITOR.yaml again resumes
