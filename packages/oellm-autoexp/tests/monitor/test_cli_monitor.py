@@ -116,3 +116,42 @@ def test_status_finds_the_sessions_of_a_config(tmp_path: Path, make_session: Any
     none = _run("status", "autoexp", f"project.base_output_dir={empty}")
     assert none.returncode == 0
     assert none.stdout.strip() == f"no sessions in {empty / 'monitoring_state'}"
+
+
+def test_a_rejected_sbatch_is_one_line_with_its_stderr_and_leaves_a_whole_session(
+    tmp_path: Path,
+) -> None:
+    from oellm_autoexp.persistence import SessionStore
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("squeue", "scontrol", "scancel"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\n"
+        "exit 1\n"
+    )
+    sbatch.chmod(0o755)
+    example = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
+    out = tmp_path / "out"
+    done = _run(
+        "submit",
+        str(example),
+        f"project.base_output_dir={out}",
+        "--no-monitor",
+        "--test-only",
+        "never",
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("oellm-autoexp:")]
+    assert len(errors) == 1
+    assert "Invalid account" in errors[0] and "Traceback" not in done.stderr
+    store = SessionStore(out / "monitoring_state")
+    (session_id,) = store.ids()
+    session = store.load(session_id)  # a whole, loadable file: no half-written state
+    assert len(session.jobs) == 4
+    assert all(j.job_id is None and j.submit_token is None for j in session.jobs.values())
+    assert not list(store.state_dir.glob("*.tmp"))
