@@ -70,6 +70,17 @@ def run_submit(plan: Plan, config: dict[str, Any], *, monitor: bool) -> int:
 
     _setup_logging(verbose=True)
     session = submit_plan(plan, config, _client(), monitor=monitor)
+    queued = sum(1 for j in session.jobs.values() if j.job_id is not None or j.attempts)
+    if queued < len(session.jobs):
+        # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
+        # the intents are on disk and the next monitor resolves them, never submitting twice.
+        click.echo(
+            f"session {session.session_id}: {queued} of {len(session.jobs)} job(s) confirmed "
+            "submitted; SLURM did not answer for the rest. Resolve with: oellm-autoexp monitor "
+            f"--monitor-session {session.session_id}",
+            err=True,
+        )
+        return EXIT_RUN_FAILED
     click.echo(f"session {session.session_id}: {len(session.jobs)} job(s) submitted")
     if not monitor:
         click.echo(f"monitor with: oellm-autoexp monitor --monitor-session {session.session_id}")

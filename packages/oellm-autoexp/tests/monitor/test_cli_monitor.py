@@ -155,3 +155,38 @@ def test_a_rejected_sbatch_is_one_line_with_its_stderr_and_leaves_a_whole_sessio
     assert len(session.jobs) == 4
     assert all(j.job_id is None and j.submit_token is None for j in session.jobs.values())
     assert not list(store.state_dir.glob("*.tmp"))
+
+
+def test_an_unanswered_sbatch_is_reported_not_counted_and_resolved_by_the_next_monitor(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # SLURM is the fake here (the boundary): sbatch times out without queuing anything.
+    from oellm_autoexp import cli_monitor
+    from oellm_autoexp.cli import main
+    from oellm_autoexp.persistence import SessionStore
+    from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
+
+    fake = FakeSlurmClient(FakeClock())
+    fake.fail_next["sbatch"] = 1
+    monkeypatch.setattr(cli_monitor, "_client", lambda: fake)
+    example = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
+    out = tmp_path / "out"
+    args = [str(example), f"project.base_output_dir={out}"]
+    rc = main(["submit", *args, "--no-monitor", "--test-only", "never"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    store = SessionStore(out / "monitoring_state")
+    (session_id,) = store.ids()
+    assert (
+        f"session {session_id}: 0 of 4 job(s) confirmed submitted; SLURM did not answer for "
+        f"the rest. Resolve with: oellm-autoexp monitor --monitor-session {session_id}"
+    ) in err
+    assert all(j.submit_token for j in store.load(session_id).jobs.values())
+
+    rc = main(
+        ["monitor", "--monitor-session", session_id, "--state-dir", str(store.state_dir), "--once"]
+    )
+    assert rc == 0
+    jobs = store.load(session_id).jobs.values()
+    assert all(j.job_id is not None and j.submit_token is None for j in jobs)
+    assert len(fake.submissions) == 1  # the lost sbatch never queued; one array now

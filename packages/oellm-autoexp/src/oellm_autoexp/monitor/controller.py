@@ -153,7 +153,7 @@ class MonitorController:
         self._signal_hits = 0
         now = self.clock()
         try:
-            self._reconcile()
+            self._reconcile(now)
             report.submitted = self._submit_due(now)
             report.restarts_scheduled = self._observe(now, report)
         except SlurmCommandError as exc:
@@ -227,7 +227,7 @@ class MonitorController:
             base = min(base, max(min(due) - self.clock(), 0.0) + 0.01)
         return float(max(base, 0.01))
 
-    def _reconcile(self) -> None:
+    def _reconcile(self, now: float) -> None:
         """Resolve submissions whose sbatch may or may not have happened (one squeue)."""
         open_tokens = {
             job.submit_token: (rt, job)
@@ -247,7 +247,7 @@ class MonitorController:
                 base = _base_id(hits)
                 if base is not None:
                     job.job_id = base if job.array_index is None else f"{base}_{job.array_index}"
-                    job.submitted_at = job.submitted_at or self.clock()
+                    job.submitted_at = job.submitted_at or now
                     log.info(
                         "job %s: submission %s found in SLURM as %s (adopted, not resubmitted)",
                         job.name,
@@ -260,7 +260,8 @@ class MonitorController:
                         job.name,
                         token,
                     )
-                    job.next_submit_at = job.next_submit_at or self.clock()
+                    # Due in this very poll (`now`), not one poll later.
+                    job.next_submit_at = job.next_submit_at or now
                 job.submit_token = None
                 rt.dirty = True
 
