@@ -385,8 +385,9 @@ def cleanup_command(
             if not what:
                 click.echo(f"session {sid}: nothing to do")
                 continue
-            if not yes:
-                click.confirm(f"session {sid}: {' and '.join(what)}?", abort=True)
+            if not yes and not _confirm(f"session {sid}: {' and '.join(what)}?"):
+                click.echo(f"session {sid}: declined; nothing cancelled or archived")
+                continue
             if cancel and live:
                 _client().cancel(live)
                 for job in session.jobs.values():
@@ -405,6 +406,16 @@ def cleanup_command(
                 target = _archive(Path(session.base_output_dir), sid, logs)
                 click.echo(f"session {sid}: logs archived to {target}")
     return EXIT_OK
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no terminal to answer (stdin closed) is a usage error."""
+    try:
+        return click.confirm(question, default=False)
+    except click.exceptions.Abort:
+        raise AutoexpUsageError(
+            "cleanup needs a yes/no answer and stdin gave none; pass --yes to skip the question"
+        ) from None
 
 
 def _archive(base: Path, session_id: str, logs: Sequence[Path]) -> Path:

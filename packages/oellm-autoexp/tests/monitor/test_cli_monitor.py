@@ -95,7 +95,18 @@ def test_cleanup_asks_first_and_archives_logs_with_yes(tmp_path: Path, make_sess
     log = tmp_path / "logs" / "job0_55.out"
     log.write_text("done\n")
     declined = _run("cleanup", "--state-dir", str(store.state_dir), stdin="n\n")
-    assert declined.returncode == 130  # click's abort on "no"
+    assert declined.returncode == 0, declined.stderr
+    assert "archive 1 log file(s)? [y/N]" in declined.stdout
+    assert (
+        f"session {session.session_id}: declined; nothing cancelled or archived" in declined.stdout
+    )
+    assert not (tmp_path / "archive").exists()
+    unanswered = _run("cleanup", "--state-dir", str(store.state_dir), stdin="")
+    assert unanswered.returncode == 2
+    assert unanswered.stderr.strip().splitlines()[-1] == (
+        "oellm-autoexp: error: cleanup needs a yes/no answer and stdin gave none; pass --yes "
+        "to skip the question"
+    )
     assert not (tmp_path / "archive").exists()
     done = _run("cleanup", "--state-dir", str(store.state_dir), "--yes")
     assert done.returncode == 0, done.stderr
