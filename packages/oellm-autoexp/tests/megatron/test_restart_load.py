@@ -172,6 +172,20 @@ def test_an_invalid_restart_command_stops_the_job_instead_of_restarting_from_scr
     assert "num_layers" in record.outcome["decision"]
 
 
+def test_without_the_backend_where_the_monitor_runs_the_restart_is_as_planned(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    # As if the backend's plugin were installed only where the plan was made.
+    result.config["backend"]["class_name"] = "PluginOnlyThereBackend"
+    fake, session = _drive(
+        result, lambda: _checkpoint(job.output_dir / "checkpoints", "7", "iter_0000007")
+    )
+    assert [request.script for _, request in fake.submissions] == [job.script, job.script]
+    assert session.jobs[job.job_id].restarts == {"crash": 1}
+
+
 # The "training" each array task runs on the real SLURM: without --load it saves a checkpoint the
 # way Megatron-LM does (iteration directory, then the tracker file) and crashes; with --load it
 # reports what it resumed from and finishes. No braces: launcher tokens are format templates.

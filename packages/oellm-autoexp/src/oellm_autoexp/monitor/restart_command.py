@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.atomic import write_text_atomic
+from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.persistence.session import JobRecord, Session
 
 if TYPE_CHECKING:
@@ -47,7 +48,8 @@ class RestartScripts:
     def rewrite(self, job: JobRecord, metadata: Mapping[str, Any]) -> RestartScript | None:
         """A new script for `job`'s next attempt, or None when the backend changes nothing.
 
-        Raises `AutoexpError` (a `ConfigError`) when the changed command is invalid.
+        Raises `AutoexpError` (a `ConfigError`) when the backend asked for a change and the
+        changed command is invalid: restarting unchanged could start over from scratch.
         """
         planned = self._plan_jobs.get(job.key)
         if planned is None or not self.session.config:
@@ -55,7 +57,6 @@ class RestartScripts:
         from oellm_autoexp.backends.base import JobContext
         from oellm_autoexp.orchestrator import backend_for_job
 
-        root = self._config()
         ctx = JobContext(
             job_id=job.key,
             name=job.name,
@@ -64,7 +65,14 @@ class RestartScripts:
             output_dir=Path(job.output_dir),
             project=self.session.project,
         )
-        backend = backend_for_job(root, ctx)
+        try:
+            root = self._config()
+            backend = backend_for_job(root, ctx)
+        except AutoexpError as exc:
+            # No backend here (e.g. a plugin installed only where the plan was made): the hook
+            # cannot run, and the job restarts as planned, as it would without a hook.
+            log.warning("job %s: backend unavailable for the restart hook (%s)", job.name, exc)
+            return None
         overrides = dict(backend.restart_overrides(ctx, metadata))
         if not overrides:
             return None
