@@ -284,8 +284,15 @@ def status_command(
     if config is not None and config_option is not None:
         raise AutoexpUsageError("give the config once: as CONFIG or as --config")
     config = config or config_option
-    store = _store(state_dir, config, overrides)
-    ids = [session_id] if session_id else store.ids()
+    spec = _monitor_file(config) if config is not None and state_dir is None else None
+    if spec is not None:  # a MONITOR.yaml: the one session it keeps
+        from oellm_autoexp.monitor.standalone import store_for
+
+        store = store_for(spec)
+        ids = [session_id or spec.session_id]
+    else:
+        store = _store(state_dir, config, overrides)
+        ids = [session_id] if session_id else store.ids()
     if not ids:
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK

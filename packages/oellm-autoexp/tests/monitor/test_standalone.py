@@ -75,6 +75,12 @@ def test_a_watched_log_emits_lifecycle_and_signal_events_once_each(tmp_path: Pat
     assert events.read_text().splitlines()[2:] == ["done train"]
     state = json.loads(next((tmp_path / "monitoring_state").glob("m*.json")).read_text())
     assert [job["state"] for job in state["jobs"]] == ["completed"]
+    status = _run("status", str(path))
+    assert status.returncode == 0, status.stderr
+    rows = [
+        [c.strip() for c in line.split("│")] for line in status.stdout.splitlines() if "│" in line
+    ]
+    assert rows == [[state["session_id"], "train", "-", "completed", "-", "0", "success/-"]]
 
 
 def test_a_file_that_is_neither_kind_of_config_is_one_line_exit_2(tmp_path: Path) -> None:
