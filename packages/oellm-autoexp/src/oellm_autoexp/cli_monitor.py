@@ -20,6 +20,7 @@ import click
 from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
 
 if TYPE_CHECKING:
+    from oellm_autoexp.monitor.standalone import MonitorFile
     from oellm_autoexp.persistence import Session, SessionStore
     from oellm_autoexp.plan import Plan
 
@@ -37,7 +38,9 @@ def _setup_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",
     )
-    logging.getLogger("oellm_autoexp.monitor").setLevel(logging.INFO)
+    logging.getLogger("oellm_autoexp.monitor").setLevel(
+        logging.INFO if verbose else logging.WARNING
+    )
 
 
 def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str]) -> SessionStore:
@@ -67,6 +70,17 @@ def run_submit(plan: Plan, config: dict[str, Any], *, monitor: bool) -> int:
 
     _setup_logging(verbose=True)
     session = submit_plan(plan, config, _client(), monitor=monitor)
+    queued = sum(1 for j in session.jobs.values() if j.job_id is not None or j.attempts)
+    if queued < len(session.jobs):
+        # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
+        # the intents are on disk and the next monitor resolves them, never submitting twice.
+        click.echo(
+            f"session {session.session_id}: {queued} of {len(session.jobs)} job(s) confirmed "
+            "submitted; SLURM did not answer for the rest. Resolve with: oellm-autoexp monitor "
+            f"--monitor-session {session.session_id}",
+            err=True,
+        )
+        return EXIT_RUN_FAILED
     click.echo(f"session {session.session_id}: {len(session.jobs)} job(s) submitted")
     if not monitor:
         click.echo(f"monitor with: oellm-autoexp monitor --monitor-session {session.session_id}")
@@ -84,6 +98,12 @@ def _exit_code(sessions: Sequence[Session]) -> int:
 @click.argument("overrides", nargs=-1)
 @click.option("--monitor-session", "session_id", default=None, help="Monitor this session id.")
 @click.option("--monitor-all", is_flag=True, help="Monitor every active session.")
+@click.option(
+    "--job",
+    "job_name",
+    default=None,
+    help="With CONFIG: monitor until this job (name or SLURM id) is finished.",
+)
 @_state_dir_option
 @click.option("--once", is_flag=True, help="Poll once and exit (for cron-style use).")
 @click.option("--quiet", is_flag=True, help="Only warnings (the event log is INFO).")
@@ -92,26 +112,51 @@ def monitor_command(
     overrides: tuple[str, ...],
     session_id: str | None,
     monitor_all: bool,
+    job_name: str | None,
     state_dir: Path | None,
     once: bool,
     quiet: bool,
 ) -> int:
     """Drive submitted sessions to the end: poll, classify, restart by policy, resume-safe.
 
-    With CONFIG and neither option: the active sessions of that config's project.
+    CONFIG is an experiment config (its project's active sessions are monitored) or a
+    MONITOR.yaml (a top-level `watch:` list): standalone watching and alerting of jobs and
+    logs submitted elsewhere, with events dispatched to the configured `actions`.
     """
+    if session_id and monitor_all:
+        raise AutoexpUsageError("use either --monitor-session or --monitor-all, not both")
+    if not session_id and not monitor_all and config is None:
+        raise AutoexpUsageError("give --monitor-session ID, --monitor-all, or a CONFIG")
+    if job_name is not None and config is None:
+        raise AutoexpUsageError("--job needs a CONFIG (the experiment the job belongs to)")
+    _setup_logging(verbose=not quiet)
+    spec = _monitor_file(config) if config is not None else None
+    if spec is not None:
+        if overrides or session_id or monitor_all or job_name or state_dir:
+            raise AutoexpUsageError(
+                f"{config}: a MONITOR.yaml takes no overrides, --monitor-session, --monitor-all, "
+                "--job or --state-dir (set state_dir: in the file)"
+            )
+        return _monitor_standalone(spec, once=once)
+    store = _store(state_dir, config, overrides)
+    return _monitor_sessions(store, session_id, job_name, once=once)
+
+
+def _monitor_sessions(
+    store: SessionStore, session_id: str | None, job_name: str | None, *, once: bool
+) -> int:
     from contextlib import ExitStack
 
     from oellm_autoexp.monitor import MonitorController
     from oellm_autoexp.persistence import SessionLockedError
 
-    if session_id and monitor_all:
-        raise AutoexpUsageError("use either --monitor-session or --monitor-all, not both")
-    if not session_id and not monitor_all and config is None:
-        raise AutoexpUsageError("give --monitor-session ID, --monitor-all, or a CONFIG")
-    _setup_logging(verbose=not quiet)
-    store = _store(state_dir, config, overrides)
     ids = [session_id] if session_id else store.ids()
+    if job_name is not None:
+        ids = [sid for sid in ids if _find_jobs([store.load(sid)], job_name)]
+        if not ids:
+            raise AutoexpUsageError(
+                f"no job named {job_name!r} in the sessions in {store.state_dir}"
+            )
     with ExitStack() as stack:
         sessions = []
         for sid in ids:
@@ -121,7 +166,7 @@ def monitor_command(
             try:
                 stack.enter_context(store.lock(sid))
             except SessionLockedError as exc:
-                if session_id:
+                if session_id or job_name:
                     raise
                 click.echo(f"skipping: {exc}", err=True)
                 continue
@@ -131,19 +176,97 @@ def monitor_command(
             click.echo(f"no active sessions in {store.state_dir}")
             return EXIT_OK
         controller = MonitorController(_client(), store, sessions)
+        focus = _find_jobs(sessions, job_name) if job_name else []
         if once:
             controller.poll_once()
         else:
-            controller.run()
+            controller.run(until=(lambda: all(j.finished for j in focus)) if focus else None)
         for action in controller.drain_actions():
-            click.echo(f"action {action.action}: job {action.job} ({action.job_id}): {action.line}")
+            _echo_action(action)
+    if focus:
+        _print_status(sessions, only={id(j) for j in focus})
+        return EXIT_RUN_FAILED if any(j.state == "failed" for j in focus) else EXIT_OK
     _print_status(sessions)
     return _exit_code(sessions)
+
+
+def _echo_action(action: Any) -> None:
+    click.echo(f"action {action.action}: job {action.job} ({action.job_id}): {action.line}")
+
+
+def _monitor_file(config: str) -> MonitorFile | None:
+    """The parsed MONITOR.yaml when CONFIG is one; None for an experiment config.
+
+    A YAML file is a MONITOR.yaml when it has a top-level `watch:` and an experiment config
+    when it has one of `EXPERIMENT_KEYS`; anything else is one usage error. A name that is not
+    a file is left to the config loader (a config name of the Hydra tree).
+    """
+    path = Path(config)
+    if not path.is_file():
+        return None
+    from oellm_autoexp.config.loader import read_yaml
+    from oellm_autoexp.errors import ConfigError
+    from oellm_autoexp.monitor.standalone import is_monitor_file, parse_monitor_file
+
+    data = read_yaml(path)
+    if is_monitor_file(data):
+        return parse_monitor_file(data, path)
+    if isinstance(data, dict) and data.keys() & EXPERIMENT_KEYS:
+        return None
+    found = ", ".join(sorted(map(str, data))) if isinstance(data, dict) else type(data).__name__
+    raise ConfigError(
+        "neither a MONITOR.yaml (top-level 'watch:') nor an experiment config (top-level "
+        f"'project:' or 'defaults:'); found: {found or 'nothing'}",
+        file=path,
+    )
+
+
+# Top-level keys that make a YAML file an experiment config (see `_monitor_file`).
+EXPERIMENT_KEYS = frozenset({"project", "defaults", "backend", "sweep", "slurm"})
+
+
+def _monitor_standalone(spec: MonitorFile, *, once: bool) -> int:
+    from oellm_autoexp.monitor import MonitorController
+    from oellm_autoexp.monitor.standalone import ActionDispatcher, open_session, store_for
+
+    store = store_for(spec)
+    dispatcher = ActionDispatcher(spec.actions)
+    with store.lock(spec.session_id):
+        session = open_session(spec, store)
+        controller = MonitorController(_client(), store, [session])
+
+        def after_poll(_report: Any) -> None:
+            actions = controller.drain_actions()
+            for action in actions:
+                _echo_action(action)
+            dispatcher.dispatch(actions)
+
+        if once:
+            after_poll(controller.poll_once())
+        else:
+            controller.run(after_poll=after_poll)
+    _print_status([session])
+    return _exit_code([session])
+
+
+def _find_jobs(sessions: Sequence[Session], job_name: str) -> list[Any]:
+    return [j for s in sessions for j in s.jobs.values() if _is_job(j, job_name)]
+
+
+def _is_job(job: Any, wanted: str) -> bool:
+    ids = {job.name, job.key, job.job_id, *(a["job_id"] for a in job.attempts)}
+    return wanted in ids
 
 
 @click.command("status")
 @click.argument("config", required=False)
 @click.argument("overrides", nargs=-1)
+@click.option(
+    "--config",
+    "config_option",
+    default=None,
+    help="The experiment config whose sessions to list (same as the CONFIG argument).",
+)
 @click.option("--session", "session_id", default=None, help="Only this session.")
 @click.option(
     "--job", "job_name", default=None, help="Also ask SLURM (scontrol show job) about this job."
@@ -152,13 +275,24 @@ def monitor_command(
 def status_command(
     config: str | None,
     overrides: tuple[str, ...],
+    config_option: str | None,
     session_id: str | None,
     job_name: str | None,
     state_dir: Path | None,
 ) -> int:
     """Table of every job of every session (as last recorded by a monitor)."""
-    store = _store(state_dir, config, overrides)
-    ids = [session_id] if session_id else store.ids()
+    if config is not None and config_option is not None:
+        raise AutoexpUsageError("give the config once: as CONFIG or as --config")
+    config = config or config_option
+    spec = _monitor_file(config) if config is not None and state_dir is None else None
+    if spec is not None:  # a MONITOR.yaml: the one session it keeps
+        from oellm_autoexp.monitor.standalone import store_for
+
+        store = store_for(spec)
+        ids = [session_id or spec.session_id]
+    else:
+        store = _store(state_dir, config, overrides)
+        ids = [session_id] if session_id else store.ids()
     if not ids:
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK
@@ -171,7 +305,7 @@ def status_command(
 
 def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:
     """SLURM's own view of the job's latest attempt (one scontrol call)."""
-    jobs = [j for s in sessions for j in s.jobs.values() if job_name in (j.name, j.job_id)]
+    jobs = _find_jobs(sessions, job_name)
     if not jobs:
         raise AutoexpUsageError(f"no job named {job_name!r} in the listed sessions")
     job = jobs[-1]
@@ -186,7 +320,7 @@ def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:
             click.echo(f"{key}: {details[key]}")
 
 
-def _print_status(sessions: Sequence[Session]) -> None:
+def _print_status(sessions: Sequence[Session], only: set[int] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -198,6 +332,8 @@ def _print_status(sessions: Sequence[Session]) -> None:
         table.add_column(column, overflow="fold")
     for session in sessions:
         for job in session.jobs.values():
+            if only is not None and id(job) not in only:
+                continue
             last_id = job.job_id or (job.attempts[-1]["job_id"] if job.attempts else "-")
             restarts = ",".join(f"{m}={n}" for m, n in sorted(job.restarts.items())) or "0"
             outcome = ""
@@ -256,8 +392,9 @@ def cleanup_command(
             if not what:
                 click.echo(f"session {sid}: nothing to do")
                 continue
-            if not yes:
-                click.confirm(f"session {sid}: {' and '.join(what)}?", abort=True)
+            if not yes and not _confirm(f"session {sid}: {' and '.join(what)}?"):
+                click.echo(f"session {sid}: declined; nothing cancelled or archived")
+                continue
             if cancel and live:
                 _client().cancel(live)
                 for job in session.jobs.values():
@@ -276,6 +413,16 @@ def cleanup_command(
                 target = _archive(Path(session.base_output_dir), sid, logs)
                 click.echo(f"session {sid}: logs archived to {target}")
     return EXIT_OK
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; no terminal to answer (stdin closed) is a usage error."""
+    try:
+        return click.confirm(question, default=False)
+    except click.exceptions.Abort:
+        raise AutoexpUsageError(
+            "cleanup needs a yes/no answer and stdin gave none; pass --yes to skip the question"
+        ) from None
 
 
 def _archive(base: Path, session_id: str, logs: Sequence[Path]) -> Path:

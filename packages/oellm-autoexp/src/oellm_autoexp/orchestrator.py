@@ -362,6 +362,11 @@ def _per_job_backends(
     return result
 
 
+def backend_for_job(config: RootConfig, ctx: JobContext) -> BackendInterface:
+    """The backend instance `ctx` was planned with (its `backend.*` sweep params applied)."""
+    return _per_job_backends(config.backend, instantiate_backend(config.backend), [ctx])[0]
+
+
 def _dump(config: BackendConfig) -> dict[str, Any]:
     from compoconf import dump_config
 

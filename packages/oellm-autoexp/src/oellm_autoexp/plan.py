@@ -44,11 +44,15 @@ class JobPlan:
 
     def resolved_log_path(self, slurm_job_id: str) -> Path:
         """The log file SLURM writes for this job, given its id (``"123"`` or ``"123_4"``)."""
-        array_id, _, task = slurm_job_id.partition("_")
-        text = self.log_path.replace("%A", array_id).replace("%j", array_id)
-        if task or self.array is not None:
-            text = text.replace("%a", task or str(self.array.task_index if self.array else ""))
-        return Path(text)
+        from oellm_autoexp.slurm.log_pattern import fill_log_pattern
+
+        if self.array is not None and "_" not in slurm_job_id:
+            slurm_job_id = f"{slurm_job_id}_{self.array.task_index}"
+        return Path(
+            fill_log_pattern(
+                self.log_path, slurm_job_id, self.array.array_name if self.array else self.name
+            )
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as strings, tuples as lists)."""

@@ -378,3 +378,33 @@ def test_a_restart_resumes_from_the_latest_checkpoint(tmp_path: Path, make_sessi
     assert f"--export=ALL,AUTOEXP_RESUME_FROM={latest}" in restart.extra_args
     assert saved.jobs["k1"].env == {"AUTOEXP_RESUME_FROM": latest}
     assert saved.jobs["k1"].attempts[0]["metadata"]["error_type"] == "node_failure"
+
+
+def test_a_silent_log_with_a_changing_output_file_is_not_a_stall_until_both_stop(
+    tmp_path: Path, make_session: Any
+) -> None:
+    # The SLURM log goes quiet after 10 s, but the run keeps writing its output file (the
+    # session's output_paths) until t=100 s: the stall clock starts only when both are silent.
+    session, store = make_session(tmp_path, jobs=1, array=False, monitor=FAST)
+    clock = FakeClock()
+    start = clock()
+    fake = FakeSlurmClient(
+        clock,
+        lambda _r, jid, _n: Timeline(run_s=None, stall_after_s=10, log_path=_log_of(session, jid)),
+    )
+    output = Path(next(iter(session.jobs.values())).output_paths[0])
+    controller = MonitorController(fake, store, [session], clock=clock)
+
+    def sleep(_s: float) -> None:
+        clock.advance(5)
+        if clock() - start <= 100:
+            with output.open("a") as handle:
+                handle.write(f"metrics at {clock()}\n")
+
+    controller.run(sleep=sleep, max_polls=60)
+    job = store.load(session.session_id).jobs["k0"]
+    assert job.state == "failed"  # no restart policy: the stall ends the job
+    stalled = next(t for t in job.transitions if t["to"] == "stalled")
+    # Silent since t=100 s (last output write); threshold 30 s; polls every 5 s.
+    assert 130 < stalled["at"] - start <= 140
+    assert job.attempts[0]["mode"] == "stall"

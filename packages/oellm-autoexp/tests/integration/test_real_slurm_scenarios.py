@@ -178,6 +178,34 @@ def test_a_job_over_its_time_limit_is_classified_timeout(
     )
 
 
+@pytest.mark.slow
+def test_a_timeout_restart_reaches_slurm_with_the_longer_time_limit(
+    slurm_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    # Attempt 1 outlives its 1-minute limit; the policy doubles it; attempt 2 finishes at once.
+    policy = {"class_name": "TimeLimitRestartPolicy", "factor": 2.0, "max_retries": 1}
+    session, store = make_session(
+        tmp_path,
+        jobs=1,
+        array=False,
+        monitor={**MONITOR, "poll_interval_seconds": 2.0},
+        policies=[policy],
+        time_limit="00:01:00",
+        script_body=BODY.format(root=tmp_path, first="long").replace("seq 1 120", "seq 1 400"),
+    )
+    controller = MonitorController(_client(slurm_cluster), store, [session])
+    _run(controller, 240)
+    job = store.load(session.session_id).jobs["k0"]
+    assert job.state == "completed"
+    assert [a["mode"] for a in job.attempts] == ["timeout", "success"]
+    assert job.restarts == {"timeout": 1}
+    assert job.time_limit == "00:02:00"
+    first = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[0]["job_id"])
+    second = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[1]["job_id"])
+    assert "TimeLimit=00:01:00" in first
+    assert "TimeLimit=00:02:00" in second  # SLURM's own record of the resubmitted job
+
+
 def _monitor_process(
     store_dir: Path, session_id: str, env: dict[str, str]
 ) -> subprocess.Popen[str]:
@@ -347,3 +375,44 @@ def test_status_job_asks_slurm_through_scontrol(
     )
     assert unknown.returncode == 2
     assert "no job named 'nope'" in unknown.stderr
+
+
+def test_cleanup_yes_cancels_the_live_job_in_slurm_and_archives_its_log(
+    slurm_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    session, store = make_session(
+        tmp_path,
+        jobs=1,
+        array=False,
+        monitor=MONITOR,
+        script_body=BODY.format(root=tmp_path, first="hang"),
+    )
+    controller = MonitorController(_client(slurm_cluster), store, [session])
+    controller.poll_once()
+    job_id = store.load(session.session_id).jobs["k0"].job_id
+    assert job_id is not None
+    _wait_running(slurm_cluster, job_id)
+    done = subprocess.run(
+        [str(EXE), "cleanup", "--state-dir", str(store.state_dir), "--yes"],
+        env={**os.environ, **slurm_cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"session {session.session_id}: cancelled {job_id}" in done.stdout
+    deadline = time.monotonic() + 30
+    while "JobState=CANCELLED" not in slurm_cluster.run("scontrol", "show", "job", "-o", job_id):
+        assert time.monotonic() < deadline, "scancel did not reach SLURM"
+        time.sleep(0.3)
+    saved = store.load(session.session_id)
+    assert saved.status == "finished"
+    job = saved.jobs["k0"]
+    assert (job.state, job.job_id) == ("failed", None)
+    assert job.outcome == {
+        "mode": "crash",
+        "error_type": "cancelled",
+        "decision": "cancelled by cleanup",
+    }
+    assert len(list((tmp_path / "archive").glob(f"{session.session_id}-*.tar.gz"))) == 1

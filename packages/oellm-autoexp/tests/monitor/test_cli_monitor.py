@@ -95,7 +95,18 @@ def test_cleanup_asks_first_and_archives_logs_with_yes(tmp_path: Path, make_sess
     log = tmp_path / "logs" / "job0_55.out"
     log.write_text("done\n")
     declined = _run("cleanup", "--state-dir", str(store.state_dir), stdin="n\n")
-    assert declined.returncode == 130  # click's abort on "no"
+    assert declined.returncode == 0, declined.stderr
+    assert "archive 1 log file(s)? [y/N]" in declined.stdout
+    assert (
+        f"session {session.session_id}: declined; nothing cancelled or archived" in declined.stdout
+    )
+    assert not (tmp_path / "archive").exists()
+    unanswered = _run("cleanup", "--state-dir", str(store.state_dir), stdin="")
+    assert unanswered.returncode == 2
+    assert unanswered.stderr.strip().splitlines()[-1] == (
+        "oellm-autoexp: error: cleanup needs a yes/no answer and stdin gave none; pass --yes "
+        "to skip the question"
+    )
     assert not (tmp_path / "archive").exists()
     done = _run("cleanup", "--state-dir", str(store.state_dir), "--yes")
     assert done.returncode == 0, done.stderr
@@ -116,3 +127,77 @@ def test_status_finds_the_sessions_of_a_config(tmp_path: Path, make_session: Any
     none = _run("status", "autoexp", f"project.base_output_dir={empty}")
     assert none.returncode == 0
     assert none.stdout.strip() == f"no sessions in {empty / 'monitoring_state'}"
+
+
+def test_a_rejected_sbatch_is_one_line_with_its_stderr_and_leaves_a_whole_session(
+    tmp_path: Path,
+) -> None:
+    from oellm_autoexp.persistence import SessionStore
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("squeue", "scontrol", "scancel"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(
+        "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\n"
+        "exit 1\n"
+    )
+    sbatch.chmod(0o755)
+    example = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
+    out = tmp_path / "out"
+    done = _run(
+        "submit",
+        str(example),
+        f"project.base_output_dir={out}",
+        "--no-monitor",
+        "--test-only",
+        "never",
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+    )
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("oellm-autoexp:")]
+    assert len(errors) == 1
+    assert "Invalid account" in errors[0] and "Traceback" not in done.stderr
+    store = SessionStore(out / "monitoring_state")
+    (session_id,) = store.ids()
+    session = store.load(session_id)  # a whole, loadable file: no half-written state
+    assert len(session.jobs) == 4
+    assert all(j.job_id is None and j.submit_token is None for j in session.jobs.values())
+    assert not list(store.state_dir.glob("*.tmp"))
+
+
+def test_an_unanswered_sbatch_is_reported_not_counted_and_resolved_by_the_next_monitor(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    # SLURM is the fake here (the boundary): sbatch times out without queuing anything.
+    from oellm_autoexp import cli_monitor
+    from oellm_autoexp.cli import main
+    from oellm_autoexp.persistence import SessionStore
+    from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
+
+    fake = FakeSlurmClient(FakeClock())
+    fake.fail_next["sbatch"] = 1
+    monkeypatch.setattr(cli_monitor, "_client", lambda: fake)
+    example = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
+    out = tmp_path / "out"
+    args = [str(example), f"project.base_output_dir={out}"]
+    rc = main(["submit", *args, "--no-monitor", "--test-only", "never"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    store = SessionStore(out / "monitoring_state")
+    (session_id,) = store.ids()
+    assert (
+        f"session {session_id}: 0 of 4 job(s) confirmed submitted; SLURM did not answer for "
+        f"the rest. Resolve with: oellm-autoexp monitor --monitor-session {session_id}"
+    ) in err
+    assert all(j.submit_token for j in store.load(session_id).jobs.values())
+
+    rc = main(
+        ["monitor", "--monitor-session", session_id, "--state-dir", str(store.state_dir), "--once"]
+    )
+    assert rc == 0
+    jobs = store.load(session_id).jobs.values()
+    assert all(j.job_id is not None and j.submit_token is None for j in jobs)
+    assert len(fake.submissions) == 1  # the lost sbatch never queued; one array now

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from compoconf import parse_config
+from hypothesis import given
+from hypothesis import strategies as st
 
 from oellm_autoexp.config.interfaces import RestartPolicyInterface
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor.classify import classify_end, classify_stall
 from oellm_autoexp.monitor.controller import array_spec, resolve_log_path
-from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, parse_signals, read_new, scan
+from oellm_autoexp.monitor.log_signals import (
+    DEFAULT_SIGNALS,
+    SignalSet,
+    parse_signals,
+    read_new,
+    scan,
+)
 from oellm_autoexp.monitor.policies import (
     RestartContext,
     format_time_limit,
     time_limit_seconds,
 )
 from oellm_autoexp.monitor.states import Mode
+from oellm_autoexp.persistence import JobRecord
+from oellm_autoexp.persistence.store import SessionCorruptError
 from oellm_autoexp.slurm.client import JobInfo
 
 OOM, NCCL, EXC = DEFAULT_SIGNALS[0], DEFAULT_SIGNALS[1], DEFAULT_SIGNALS[2]
@@ -132,3 +143,57 @@ def test_log_paths_and_array_specs() -> None:
     assert resolve_log_path("/l/j%j-100%%.out", "40", "x") == Path("/l/j40-100%.out")
     assert array_spec([5, 0, 1, 2, 7, 8]) == "0-2,5,7-8"
     assert array_spec([3]) == "3"
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "step 1 ok",
+                "Traceback (most recent call last)",
+                "  Traceback (most recent call last)",  # not at line start: no exception
+                "loss 3.2",
+                "loss nan",
+                "CUDA out of memory",
+                "saved checkpoint iter 10",
+                "start",
+                "ends",
+            ]
+        ),
+        max_size=12,
+    )
+)
+def test_scanning_a_text_chunk_finds_what_scanning_its_lines_finds(lines: list[str]) -> None:
+    signals = [
+        *DEFAULT_SIGNALS,
+        *parse_signals(
+            [
+                {"name": "anchored", "pattern": r"\Astart"},  # \A: checked per line only
+                {"name": "tail", "pattern": "ends$"},
+            ]
+        ),
+    ]
+    text = "".join(f"{line}\n" for line in lines)
+    chunk = [(h.signal.name, h.line) for h in SignalSet(signals).scan_text(text)]
+    per_line = [(h.signal.name, h.line) for h in scan(lines, signals)]
+    assert chunk == per_line
+
+
+def test_array_log_templates_with_percent_j_are_refused() -> None:
+    # For an array task SLURM's %j is the task's own job id, not the array id the monitor knows.
+    with pytest.raises(ValueError, match=r"uses %j.*name array logs with %A_%a"):
+        resolve_log_path("/l/run_%j.out", "12_3", "sweep")
+    assert resolve_log_path("/l/run_%%j_%A_%a.out", "12_3", "s") == Path("/l/run_%j_12_3.out")
+    with pytest.raises(ValueError, match=r"job t: log path '/l/%j.out' uses %j"):
+        JobRecord("k", "t", "s.sbatch", "s", "/l/%j.out", "/o", array_index=0)
+    assert JobRecord("k", "t", "s.sbatch", "s", "/l/%j.out", "/o").log_path == "/l/%j.out"
+
+
+def test_a_session_file_with_a_percent_j_array_log_is_one_line_error(
+    tmp_path: Path, make_session: Any
+) -> None:
+    session, store = make_session(tmp_path, jobs=2)
+    path = store.path(session.session_id)
+    path.write_text(path.read_text().replace("sweep_%A_%a.out", "sweep_%j.out"))
+    with pytest.raises(SessionCorruptError, match=r"uses %j.*%A_%a"):
+        store.load(session.session_id)

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
-from oellm_autoexp.monitor.log_signals import read_new, scan
+from oellm_autoexp.monitor.log_signals import read_new_text
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
+from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
 from oellm_autoexp.persistence.session import JobRecord, Session
@@ -37,6 +39,7 @@ from oellm_autoexp.slurm.client import (
     SubmissionError,
     SubmitRequest,
 )
+from oellm_autoexp.slurm.log_pattern import fill_log_pattern
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
@@ -74,17 +77,7 @@ class PollReport:
 
 def resolve_log_path(template: str, job_id: str, slurm_name: str) -> Path:
     """SLURM's filename pattern (%A %a %j %x %%) filled in for `job_id` (``123`` or ``123_4``)."""
-    return Path(_fill_log_pattern(template, job_id, slurm_name))
-
-
-def _fill_log_pattern(template: str, job_id: str, slurm_name: str) -> str:
-    if "%" not in template:
-        return template
-    base, _, task = job_id.partition("_")
-    text = template.replace("%%", "\0")
-    for key, value in (("%A", base), ("%a", task), ("%j", base), ("%x", slurm_name)):
-        text = text.replace(key, value)
-    return text.replace("\0", "%")
+    return Path(fill_log_pattern(template, job_id, slurm_name))
 
 
 def array_spec(indices: Iterable[int]) -> str:
@@ -109,6 +102,10 @@ class _Runtime:
     dirty: bool = False  # a state changed: save before the next SLURM call
     touched: bool = False  # only log offsets / activity marks moved: save now and then
     saved_at: float = 0.0
+    restart_scripts: RestartScripts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.restart_scripts = RestartScripts(self.session)
 
 
 class MonitorController:
@@ -128,6 +125,7 @@ class MonitorController:
         self._runtimes = [_Runtime(s, load_settings(s.monitoring)) for s in sessions]
         self._actions: list[Action] = []
         self._signal_hits = 0
+        self._log_paths: dict[str, str] = {}  # SLURM id -> its resolved log path
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -155,7 +153,7 @@ class MonitorController:
         self._signal_hits = 0
         now = self.clock()
         try:
-            self._reconcile()
+            self._reconcile(now)
             report.submitted = self._submit_due(now)
             report.restarts_scheduled = self._observe(now, report)
         except SlurmCommandError as exc:
@@ -190,18 +188,27 @@ class MonitorController:
         *,
         sleep: Callable[[float], None] = time.sleep,
         max_polls: int | None = None,
+        after_poll: Callable[[PollReport], None] | None = None,
+        until: Callable[[], bool] | None = None,
     ) -> int:
-        """Poll until every job finished (or `max_polls`); returns the number of polls.
+        """Poll until every job finished, `until()` holds, or `max_polls`; the number of polls.
 
+        `after_poll` sees each poll's report (e.g. to dispatch `drain_actions()` at once).
         The interval is the smallest `poll_interval_seconds` of the sessions, shortened when a
         restart is due sooner, and doubled (up to 8x) while SLURM keeps failing to answer.
         """
         polls, failures = 0, 0
-        while self._any_active() and (max_polls is None or polls < max_polls):
+
+        def done() -> bool:
+            return not self._any_active() or (until is not None and until())
+
+        while not done() and (max_polls is None or polls < max_polls):
             report = self.poll_once()
             polls += 1
+            if after_poll is not None:
+                after_poll(report)
             failures = failures + 1 if report.slurm_error else 0
-            if not self._any_active():
+            if done():
                 break
             sleep(self._interval(failures))
         return polls
@@ -220,7 +227,7 @@ class MonitorController:
             base = min(base, max(min(due) - self.clock(), 0.0) + 0.01)
         return float(max(base, 0.01))
 
-    def _reconcile(self) -> None:
+    def _reconcile(self, now: float) -> None:
         """Resolve submissions whose sbatch may or may not have happened (one squeue)."""
         open_tokens = {
             job.submit_token: (rt, job)
@@ -240,7 +247,7 @@ class MonitorController:
                 base = _base_id(hits)
                 if base is not None:
                     job.job_id = base if job.array_index is None else f"{base}_{job.array_index}"
-                    job.submitted_at = job.submitted_at or self.clock()
+                    job.submitted_at = job.submitted_at or now
                     log.info(
                         "job %s: submission %s found in SLURM as %s (adopted, not resubmitted)",
                         job.name,
@@ -253,14 +260,15 @@ class MonitorController:
                         job.name,
                         token,
                     )
-                    job.next_submit_at = job.next_submit_at or self.clock()
+                    # Due in this very poll (`now`), not one poll later.
+                    job.next_submit_at = job.next_submit_at or now
                 job.submit_token = None
                 rt.dirty = True
 
     def _due(self, job: JobRecord, now: float) -> bool:
         if job.job_id is not None or job.submit_token is not None:
             return False
-        if job.finished:
+        if job.finished or not job.script:  # a watched job without a script is never submitted
             return False
         never = not job.attempts and job.next_submit_at is None
         return never or (job.next_submit_at is not None and job.next_submit_at <= now)
@@ -361,13 +369,18 @@ class MonitorController:
 
     # -- observation ----------------------------------------------------------------------
     def _observe(self, now: float, report: PollReport) -> int:
-        watched = [
-            (rt, job)
-            for rt in self._runtimes
-            for job in rt.session.jobs.values()
-            if job.job_id is not None and not job.finished
-        ]
-        report.jobs_polled = len(watched)
+        watched, log_only = [], []
+        for rt in self._runtimes:
+            for job in rt.session.jobs.values():
+                if job.finished:
+                    continue
+                if job.job_id is not None:
+                    watched.append((rt, job))
+                elif _log_only(job):
+                    log_only.append((rt, job))
+        report.jobs_polled = len(watched) + len(log_only)
+        for rt, job in log_only:
+            self._observe_log_only(rt, job, now)
         if not watched:
             return 0
         answer = self.client.query([job.job_id for _, job in watched if job.job_id])
@@ -379,10 +392,12 @@ class MonitorController:
             gone = job.job_id in answer.unknown
             if info is None and not gone:
                 continue
+            before_id = job.job_id
             before = (job.state, job.slurm_state, len(job.signals), len(job.attempts))
             scheduled += self._observe_job(rt, job, info, gone, now, to_cancel)
             if (job.state, job.slurm_state, len(job.signals), len(job.attempts)) != before:
                 rt.dirty = True
+                self._after_observation(rt, job, before[0], before[3], now, before_id)
             else:
                 rt.touched = True
         if to_cancel:
@@ -392,6 +407,54 @@ class MonitorController:
             log.info("cancelling stalled jobs %s", ", ".join(to_cancel))
             self.client.cancel(to_cancel)
         return scheduled
+
+    def _observe_log_only(self, rt: _Runtime, job: JobRecord, now: float) -> None:
+        """A watched log without a SLURM job: pending until it appears, then by activity."""
+        state, signals = job.state, len(job.signals)
+        if self._read_logs(rt, job, now):
+            job.outcome = {"mode": "success", "reason": "completion marker"}
+            self._set_state(job, MonitorState.COMPLETED, "completion marker in the log")
+        elif job.last_activity is not None:  # else the log does not exist yet
+            idle = now - job.last_activity
+            if idle > rt.settings.config.inactivity_threshold_seconds:
+                self._set_state(job, MonitorState.STALLED, f"idle {idle:.0f} s")
+            else:
+                self._set_state(job, MonitorState.RUNNING, "log activity")
+        self._after_observation(rt, job, state, len(job.attempts), now)
+        if (job.state, len(job.signals)) != (state, signals):
+            rt.dirty = True
+        else:
+            rt.touched = True
+
+    def _after_observation(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        old_state: str,
+        old_attempts: int,
+        now: float,
+        job_id: str | None = None,
+    ) -> None:
+        """Lifecycle events (``run_<state>``, ``run_ended``) as actions, when configured."""
+        if not rt.settings.config.emit_events:
+            return
+        events = []
+        if job.state != old_state:
+            events.append((f"run_{job.state}", f"{old_state} -> {job.state}"))
+        if len(job.attempts) > old_attempts:
+            last = job.attempts[-1]
+            meta = last.get("metadata") or {}
+            events.append(
+                (
+                    "run_ended",
+                    f"mode={last['mode']} error_type={meta.get('error_type') or '-'} "
+                    f"slurm_state={last.get('slurm_state') or '-'}",
+                )
+            )
+        for action, line in events:
+            self._actions.append(
+                Action(action, "lifecycle", rt.session.session_id, job.name, job_id, line, now)
+            )
 
     def _observe_job(
         self,
@@ -446,13 +509,19 @@ class MonitorController:
 
     def _watched_files(self, job: JobRecord) -> list[str]:
         # Plain strings, not Path objects: this runs for every job on every poll.
-        assert job.job_id is not None
-        return [_fill_log_pattern(job.log_path, job.job_id, job.slurm_name), *job.output_paths]
+        if job.job_id is None:  # a watched log without a SLURM job: a plain path
+            return [job.log_path, *job.output_paths]
+        log_path = self._log_paths.get(job.job_id)
+        if log_path is None:  # resolved once per SLURM id, not once per poll
+            log_path = fill_log_pattern(job.log_path, job.job_id, job.slurm_name)
+            self._log_paths[job.job_id] = log_path
+        return [log_path, *job.output_paths]
 
     def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> bool:
         """Scan new log lines for signals, note file activity; True if the marker was seen."""
         files = self._watched_files(job)
         log_size = -1
+        marks = job.file_marks
         for path in files:
             try:
                 stat = os.stat(path)  # noqa: PTH116 (str paths: per job and poll)
@@ -460,25 +529,38 @@ class MonitorController:
                 continue
             if path is files[0]:
                 log_size = stat.st_size
-            mark = [float(stat.st_size), stat.st_mtime]
             # Activity is a change seen between polls, timed by the monitor's clock: no
             # dependence on the compute nodes' clocks or on the filesystem's mtime precision.
-            if job.file_marks.get(path) != mark:
-                job.file_marks[path] = mark
+            mark = marks.get(path)
+            if mark is None or mark[0] != stat.st_size or mark[1] != stat.st_mtime:
+                marks[path] = [float(stat.st_size), stat.st_mtime]
                 job.last_activity = now
-        lines: list[str] = []
+        text = ""
         if log_size >= 0 and log_size != job.log_offset:
-            lines, job.log_offset = read_new(files[0], job.log_offset, size=log_size)
+            text, job.log_offset = read_new_text(files[0], job.log_offset, size=log_size)
         marker = "completed" in job.signals
-        if not lines:
+        if not text:
             return marker
         term = rt.settings.config.termination_str
-        if term and any(term in line for line in lines):
+        if term and term in text:
             if not marker:
                 job.signals.append("completed")
                 log.info("job %s (%s): signal completed (mode=success)", job.name, job.job_id)
+                if rt.settings.config.emit_events:
+                    line = next(ln for ln in text.splitlines() if term in ln)
+                    self._actions.append(
+                        Action(
+                            "completion_marker",
+                            "completed",
+                            rt.session.session_id,
+                            job.name,
+                            job.job_id,
+                            line.strip(),
+                            now,
+                        )
+                    )
             marker = True
-        for hit in scan(lines, rt.settings.signals):
+        for hit in rt.settings.signal_set.scan_text(text):
             self._signal_hits += 1
             sig = hit.signal
             if sig.name not in job.signals:
@@ -492,10 +574,10 @@ class MonitorController:
                 sig.action,
                 hit.line.strip()[:200],
             )
-            if sig.action:
+            if sig.action or rt.settings.config.emit_events:
                 self._actions.append(
                     Action(
-                        sig.action,
+                        sig.action or sig.name,
                         sig.name,
                         rt.session.session_id,
                         job.name,
@@ -556,6 +638,8 @@ class MonitorController:
             mode,
             total,
         )
+        if action == "restart":
+            action, reason = self._rewrite_for_restart(rt, job, cls, reason)
         if action != "restart":
             job.outcome = {"mode": mode, **cls.metadata, "decision": reason}
             self._set_state(job, MonitorState.FAILED, reason)
@@ -568,6 +652,29 @@ class MonitorController:
         job.outcome = None
         self._set_state(job, MonitorState.PENDING, f"restart scheduled: {reason}")
         return 1
+
+    def _rewrite_for_restart(
+        self, rt: _Runtime, job: JobRecord, cls: Classification, reason: str
+    ) -> tuple[str, str]:
+        """Let the backend change the restarted command (a new script); the final action."""
+        try:
+            rewritten = rt.restart_scripts.rewrite(job, {"mode": str(cls.mode), **cls.metadata})
+        except AutoexpError as exc:
+            # Restarting the unchanged command could start over and overwrite checkpoints.
+            why = f"restart command could not be built: {exc}"
+            log.error("job %s: %s; not restarting", job.name, why)
+            return "stop", why
+        if rewritten is None:
+            return "restart", reason
+        changes = ", ".join(f"{k}={v}" for k, v in sorted(rewritten.overrides.items()))
+        log.info(
+            "job %s: backend changed %s for the restart; script %s",
+            job.name,
+            changes,
+            rewritten.path,
+        )
+        job.script = str(rewritten.path)
+        return "restart", f"{reason}; {changes}"
 
     def _set_state(self, job: JobRecord, state: MonitorState, detail: str) -> None:
         if job.state == state.value:
@@ -600,7 +707,7 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         "output_dir": job.output_dir,
         "name": job.name,
         "job_id": job_id,
-        "log": _fill_log_pattern(job.log_path, job_id, job.slurm_name),
+        "log": fill_log_pattern(job.log_path, job_id, job.slurm_name),
     }
     try:
         text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})
@@ -615,6 +722,11 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         return False
     log.info("job %s: termination_cmd exited %d", job.name, done.returncode)
     return done.returncode == 0
+
+
+def _log_only(job: JobRecord) -> bool:
+    """A watched log with no SLURM job behind it (standalone monitor): never submitted."""
+    return not job.script and job.job_id is None and not job.attempts
 
 
 def _base_id(hits: list[JobInfo]) -> str | None:

@@ -19,7 +19,7 @@ from oellm_autoexp.config.interfaces import (
 )
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor import policies as _policies  # registers the built-in policies
-from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, parse_signals
+from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, SignalSet, parse_signals
 
 
 @dataclass
@@ -34,6 +34,11 @@ class LogMonitorConfig(MonitorConfigBase):
     restart_backoff_seconds: float = 30.0
     restart_backoff_factor: float = 2.0
     max_restart_backoff_seconds: float = 1800.0
+    # Every lifecycle change (run_pending, run_running, run_stalled, run_completed, run_failed,
+    # run_ended), the completion marker and every signal match becomes an action
+    # (`drain_actions`); the standalone
+    # `monitor MONITOR.yaml` turns this on.
+    emit_events: bool = False
 
 
 @register
@@ -50,6 +55,10 @@ class MonitorSettings:
     config: LogMonitorConfig
     signals: list[LogSignal]
     policies: list[Any]
+    signal_set: SignalSet = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.signal_set = SignalSet(self.signals)
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before the next restart of a job that restarted `n` times."""

@@ -64,6 +64,14 @@ class JobRecord:
     signals: list[str] = field(default_factory=list)
     outcome: dict[str, Any] | None = None
 
+    def __post_init__(self) -> None:
+        if self.array_index is not None and "%j" in self.log_path:
+            from oellm_autoexp.slurm.log_pattern import array_log_template_error
+
+            problem = array_log_template_error(self.log_path)
+            if problem is not None:
+                raise ValueError(f"job {self.name}: {problem}")
+
     @property
     def finished(self) -> bool:
         """Completed or failed for good (no restart pending)."""

@@ -21,10 +21,12 @@ plan with this backend is validated (see `source`).
 
 from __future__ import annotations
 
+import logging
 import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from compoconf import register
@@ -39,7 +41,11 @@ from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSourc
 from oellm_autoexp.backends.megatron.validate import normalise_args
 from oellm_autoexp.errors import ConfigError
 
+log = logging.getLogger("oellm_autoexp.monitor")
+
 KEY = "backend"
+# Megatron-LM's checkpoint tracker file, written into the `save` directory.
+TRACKER_FILE = "latest_checkpointed_iteration.txt"
 ARGS_KEY = f"{KEY}.megatron"
 _PARAM_PREFIX = f"{ARGS_KEY}."
 
@@ -110,6 +116,39 @@ class MegatronBackend(BackendInterface):
     def megatron_args(self, job: JobContext) -> dict[str, Any]:
         """The job's Megatron arguments (config + sweep values, placeholders filled), unchecked."""
         return self._merged_args(job, job.format_fields())
+
+    def restart_overrides(self, job: JobContext, metadata: Mapping[str, Any]) -> Mapping[str, Any]:
+        """``--load <save dir>`` once the job's `save` dir holds a complete checkpoint.
+
+        Megatron-LM writes ``<save>/latest_checkpointed_iteration.txt`` (an iteration number, or
+        ``release``) after the checkpoint directory ``iter_NNNNNNN`` (or ``release``) is
+        complete, and ``--load`` takes the directory holding that tracker file. Without a
+        tracker, or when it names a directory that is not there, the job restarts as planned.
+        """
+        _ = metadata
+        save = self.megatron_args(job).get("save")
+        if not save:
+            return {}
+        tracker = Path(str(save)) / TRACKER_FILE
+        try:
+            text = tracker.read_text(encoding="utf-8").strip()
+        except OSError:
+            return {}
+        if text == "release":
+            latest = Path(str(save)) / "release"
+        elif text.isdigit():
+            latest = Path(str(save)) / f"iter_{int(text):07d}"
+        else:
+            log.warning(
+                "job %s: %s holds %r, not an iteration; not resuming", job.name, tracker, text
+            )
+            return {}
+        if not latest.is_dir():
+            log.warning(
+                "job %s: %s names %s, which is missing; not resuming", job.name, tracker, latest
+            )
+            return {}
+        return {f"{ARGS_KEY}.load": str(save)}
 
     def _merged_args(self, job: JobContext, fields_: Mapping[str, Any]) -> dict[str, Any]:
         merged: dict[str, Any] = dict(self.config.megatron)

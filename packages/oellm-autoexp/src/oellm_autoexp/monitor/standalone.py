@@ -1,0 +1,282 @@
+"""`oellm-autoexp monitor MONITOR.yaml`: watch jobs and logs with only a monitoring config.
+
+A MONITOR.yaml is told from an experiment config by its top-level ``watch:`` list::
+
+    monitoring:                 # the LogMonitor settings of an experiment config
+      termination_str: TRAINING DONE
+      inactivity_threshold_seconds: 900
+      log_signals: [{name: loss_spike, pattern: "loss [0-9]{3,}"}]
+    watch:                      # what to watch: a SLURM job and/or a log
+      - {name: gpt-7b, job_id: "4711", log: /runs/gpt/logs/gpt_%j.out}
+      - {name: eval, log: /runs/eval/eval.log, output_paths: [/runs/eval/metrics.jsonl]}
+    actions:                    # optional: event name -> shell command
+      checkpoint_saved: "/opt/tools/convert.sh {job} {line}"
+      run_ended: "echo {job} {line} >> /runs/ended.txt"
+    state_dir: /runs/monitoring_state   # optional; default: monitoring_state next to the file
+
+Every lifecycle change (``run_pending``, ``run_running``, ``run_stalled``, ``run_completed``,
+``run_failed``, and ``run_ended`` with the classified mode when a SLURM job ends), the completion
+marker (``completion_marker``: the `termination_str` line) and every signal match (the
+pre-registered ``oom``, ``nccl``, ``exception``, ``nan_loss``, ``checkpoint_saved`` and the
+configured ones) is an event; an event
+with an entry under ``actions`` runs that command. Nothing is ever submitted or restarted: the
+watched jobs were submitted by someone else. State (log offsets, job states) is kept in a session
+file whose id derives from the file's path, so running the same MONITOR.yaml again resumes
+without firing the same events twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shlex
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.persistence.session import JobRecord, Session
+from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionNotFoundError, SessionStore
+
+log = logging.getLogger("oellm_autoexp.monitor")
+
+MONITOR_KEYS = frozenset({"monitoring", "watch", "actions", "state_dir"})
+WATCH_KEYS = frozenset({"name", "job_id", "log", "output_paths"})
+# An action command that hangs must not hang the monitor.
+ACTION_TIMEOUT_S = 120.0
+ACTION_FIELDS = ("job", "job_id", "event", "signal", "line", "session")
+
+
+@dataclass(frozen=True)
+class WatchEntry:
+    """One thing to watch: a SLURM job (with its log) or a log alone."""
+
+    name: str
+    log: str
+    job_id: str | None = None
+    output_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class MonitorFile:
+    """A parsed MONITOR.yaml."""
+
+    path: Path
+    monitoring: dict[str, Any]
+    watch: tuple[WatchEntry, ...]
+    actions: dict[str, str] = field(default_factory=dict)
+    state_dir: Path | None = None
+
+    @property
+    def session_id(self) -> str:
+        """Stable per file path: the same MONITOR.yaml resumes the same session."""
+        digest = hashlib.blake2b(str(self.path.resolve()).encode(), digest_size=4).hexdigest()
+        return f"m{digest[:7]}"
+
+
+def is_monitor_file(data: Any) -> bool:
+    """Whether parsed YAML is a MONITOR.yaml (a mapping with a top-level ``watch``)."""
+    return isinstance(data, Mapping) and "watch" in data
+
+
+def parse_monitor_file(data: Mapping[str, Any], path: Path) -> MonitorFile:
+    """Validate a MONITOR.yaml; a bad entry is a `ConfigError` naming the file and key path."""
+    unknown = sorted(set(data) - MONITOR_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown top-level key(s) {', '.join(unknown)} (a MONITOR.yaml has "
+            f"{', '.join(sorted(MONITOR_KEYS))})",
+            file=path,
+        )
+    monitoring = data.get("monitoring") or {}
+    if not isinstance(monitoring, Mapping):
+        raise ConfigError("expected a mapping of LogMonitor settings", key="monitoring", file=path)
+    if "restart_policies" in monitoring:
+        raise ConfigError(
+            "a MONITOR.yaml never resubmits (it has no scripts); restart policies belong in "
+            "an experiment config",
+            key="monitoring.restart_policies",
+            file=path,
+        )
+    raw_watch = data.get("watch")
+    if not isinstance(raw_watch, list) or not raw_watch:
+        raise ConfigError("expected a non-empty list of jobs/logs to watch", key="watch", file=path)
+    watch = tuple(_watch_entry(item, f"watch[{i}]", path) for i, item in enumerate(raw_watch))
+    names = [entry.name for entry in watch]
+    duplicate = next((n for n in names if names.count(n) > 1), None)
+    if duplicate is not None:
+        raise ConfigError(f"name {duplicate!r} is used twice", key="watch", file=path)
+    actions = data.get("actions") or {}
+    if not isinstance(actions, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in actions.items()
+    ):
+        raise ConfigError("expected a mapping of event name -> command", key="actions", file=path)
+    for name, command in actions.items():
+        _check_action(command, f"actions.{name}", path)
+    state_dir = data.get("state_dir")
+    base = path.parent
+    return MonitorFile(
+        path=path,
+        monitoring={"class_name": "LogMonitor", "emit_events": True, **dict(monitoring)},
+        watch=watch,
+        actions=dict(actions),
+        state_dir=(base / str(state_dir)) if state_dir else None,
+    )
+
+
+def _watch_entry(item: Any, key: str, path: Path) -> WatchEntry:
+    if not isinstance(item, Mapping):
+        raise ConfigError("expected a mapping with name and log", key=key, file=path)
+    unknown = sorted(set(item) - WATCH_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(WATCH_KEYS))})",
+            key=key,
+            file=path,
+        )
+    name, log_path = item.get("name"), item.get("log")
+    if not isinstance(name, str) or not name:
+        raise ConfigError("expected a non-empty string", key=f"{key}.name", file=path)
+    if not isinstance(log_path, str) or not log_path:
+        raise ConfigError("expected the path of the job's log", key=f"{key}.log", file=path)
+    job_id = item.get("job_id")
+    if job_id is not None:
+        job_id = str(job_id)
+        base, _, task = job_id.partition("_")
+        if not base.isdigit() or (task and not task.isdigit()) or job_id.count("_") > 1:
+            raise ConfigError(
+                f"expected a SLURM job id such as 4711 or 4711_3 (array task), got {job_id!r}",
+                key=f"{key}.job_id",
+                file=path,
+            )
+    elif "%" in log_path.replace("%%", ""):
+        raise ConfigError(
+            f"{log_path!r} has SLURM % patterns, which need a job_id to be filled in",
+            key=f"{key}.log",
+            file=path,
+        )
+    outputs = item.get("output_paths") or []
+    if not isinstance(outputs, list) or not all(isinstance(p, str) for p in outputs):
+        raise ConfigError("expected a list of paths", key=f"{key}.output_paths", file=path)
+    return WatchEntry(name, log_path, job_id, tuple(outputs))
+
+
+def _check_action(command: str, key: str, path: Path) -> None:
+    try:
+        command.format(**dict.fromkeys(ACTION_FIELDS, ""))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigError(
+            f"bad placeholder in {command!r}: {exc} (known: {', '.join(ACTION_FIELDS)})",
+            key=key,
+            file=path,
+        ) from None
+
+
+def _record(entry: WatchEntry) -> JobRecord:
+    task = entry.job_id.partition("_")[2] if entry.job_id else ""
+    try:
+        return JobRecord(
+            key=entry.name,
+            name=entry.name,
+            script="",  # never submitted (see `_log_only` and `_due` in the controller)
+            slurm_name=entry.name,
+            log_path=entry.log,
+            output_dir=str(Path(entry.log).parent),
+            array_index=int(task) if task else None,
+            output_paths=list(entry.output_paths),
+            job_id=entry.job_id,
+        )
+    except ValueError as exc:  # e.g. %j in an array task's log
+        raise ConfigError(str(exc), key="watch") from None
+
+
+def store_for(spec: MonitorFile) -> SessionStore:
+    """Where this MONITOR.yaml's session lives (`state_dir`, else next to the file)."""
+    return SessionStore(spec.state_dir or spec.path.parent / STATE_DIR_NAME)
+
+
+def open_session(spec: MonitorFile, store: SessionStore) -> Session:
+    """The session of this MONITOR.yaml (call under its lock): resumed if it exists, else new.
+
+    A resumed session keeps the state of entries whose name, job id and log are unchanged;
+    entries added to the file start fresh, entries removed from it are dropped.
+    """
+    fresh = Session(
+        session_id=spec.session_id,
+        project=spec.path.stem,
+        base_output_dir=str(spec.path.parent),
+        config={"monitor_file": str(spec.path.resolve())},
+        monitoring={"monitor": spec.monitoring, "restart_policies": []},
+    )
+    try:
+        old = store.load(spec.session_id)
+    except SessionNotFoundError:
+        old = None
+    for entry in spec.watch:
+        record = _record(entry)
+        previous = old.jobs.get(entry.name) if old is not None else None
+        if previous is not None and _same_target(previous, record):
+            record = previous
+        fresh.jobs[record.key] = record
+    if old is not None:
+        fresh.created_at = old.created_at
+    store.save(fresh)
+    return fresh
+
+
+def _same_target(old: JobRecord, new: JobRecord) -> bool:
+    first_id = old.attempts[0]["job_id"] if old.attempts else old.job_id
+    return (old.log_path, old.output_paths, first_id) == (
+        new.log_path,
+        new.output_paths,
+        new.job_id,
+    )
+
+
+class ActionDispatcher:
+    """Runs the configured command of each event (fields shell-quoted), logs the outcome."""
+
+    def __init__(self, commands: Mapping[str, str]) -> None:
+        self.commands = dict(commands)
+        self.ran = 0
+
+    def dispatch(self, actions: Iterable[Any]) -> None:
+        """Run the command of every action that has one (in order)."""
+        for action in actions:
+            command = self.commands.get(action.action)
+            if command is None:
+                continue
+            fields = {
+                "job": action.job,
+                "job_id": action.job_id or "",
+                "event": action.action,
+                "signal": action.signal,
+                "line": action.line,
+                "session": action.session_id,
+            }
+            text = command.format(**{k: shlex.quote(str(v)) for k, v in fields.items()})
+            self.ran += 1
+            try:
+                done = subprocess.run(
+                    ["bash", "-c", text],
+                    capture_output=True,
+                    text=True,
+                    timeout=ACTION_TIMEOUT_S,
+                    check=False,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                log.warning(
+                    "action %s for job %s failed to run: %s", action.action, action.job, exc
+                )
+                continue
+            level = logging.INFO if done.returncode == 0 else logging.WARNING
+            log.log(
+                level,
+                "action %s for job %s: exit %d%s",
+                action.action,
+                action.job,
+                done.returncode,
+                f" ({done.stderr.strip()[:200]})" if done.returncode else "",
+            )
