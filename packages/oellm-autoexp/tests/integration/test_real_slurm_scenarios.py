@@ -188,6 +188,18 @@ def test_a_timeout_is_classified_and_restarted_with_the_longer_time_limit(
     assert "TimeLimit=00:02:00" in second  # SLURM's own record of the resubmitted job
 
 
+def _cli(slurm_cluster: Any, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`oellm-autoexp *args` against the test cluster, output captured."""
+    return subprocess.run(
+        [str(EXE), *args],
+        env={**os.environ, **slurm_cluster.env},
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def _monitor_process(
     store_dir: Path, session_id: str, env: dict[str, str]
 ) -> subprocess.Popen[str]:
@@ -265,12 +277,12 @@ def test_monitor_all_drives_every_free_session_with_one_squeue_and_skips_locked_
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        done = subprocess.run(
-            [str(EXE), "monitor", "--monitor-all", "--state-dir", str(store.state_dir)],
-            env={**os.environ, **slurm_cluster.env},
-            check=False,
-            capture_output=True,
-            text=True,
+        done = _cli(
+            slurm_cluster,
+            "monitor",
+            "--monitor-all",
+            "--state-dir",
+            str(store.state_dir),
             timeout=120,
         )
     finally:
@@ -334,27 +346,13 @@ def test_status_job_asks_slurm_through_scontrol(
     )
     controller = MonitorController(_client(slurm_cluster), store, [session])
     _run(controller, 60)
-    done = subprocess.run(
-        [str(EXE), "status", "--state-dir", str(store.state_dir), "--job", "job0"],
-        env={**os.environ, **slurm_cluster.env},
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _cli(slurm_cluster, "status", "--state-dir", str(store.state_dir), "--job", "job0")
     assert done.returncode == 0, done.stderr
     job_id = store.load(session.session_id).jobs["k0"].attempts[0]["job_id"]
     assert f"JobId: {job_id}" in done.stdout
     assert "JobState: COMPLETED" in done.stdout
     assert "ExitCode: 0:0" in done.stdout
-    unknown = subprocess.run(
-        [str(EXE), "status", "--state-dir", str(store.state_dir), "--job", "nope"],
-        env={**os.environ, **slurm_cluster.env},
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    unknown = _cli(slurm_cluster, "status", "--state-dir", str(store.state_dir), "--job", "nope")
     assert unknown.returncode == 2
     assert "no job named 'nope'" in unknown.stderr
 
@@ -374,14 +372,7 @@ def test_cleanup_yes_cancels_the_live_job_in_slurm_and_archives_its_log(
     job_id = store.load(session.session_id).jobs["k0"].job_id
     assert job_id is not None
     _wait_running(slurm_cluster, job_id)
-    done = subprocess.run(
-        [str(EXE), "cleanup", "--state-dir", str(store.state_dir), "--yes"],
-        env={**os.environ, **slurm_cluster.env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _cli(slurm_cluster, "cleanup", "--state-dir", str(store.state_dir), "--yes")
     assert done.returncode == 0, done.stderr
     assert f"session {session.session_id}: cancelled {job_id}" in done.stdout
     deadline = time.monotonic() + 30
