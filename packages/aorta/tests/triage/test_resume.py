@@ -56,9 +56,18 @@ def _interrupted_run(tmp_path: Path) -> Path:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
+    assert "Traceback" not in err
     (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
     assert f"aorta triage run --resume {run_dir}" in err  # the way out is printed
     return run_dir
+
+
+def test_ctrl_c_leaves_an_interrupted_matrix_and_exits_130(tmp_path: Path) -> None:
+    run_dir = _interrupted_run(tmp_path)  # asserts the exit code 130 and no traceback
+    data = json.loads((run_dir / "matrix.json").read_text())
+    assert data["interrupted"] is True
+    assert data["cells_not_run"] == ["plugin_fix-local"]
+    assert "Interrupted" in (run_dir / "matrix.md").read_text()
 
 
 def test_resume_after_ctrl_c_runs_each_missing_trial_once(tmp_path: Path) -> None:
