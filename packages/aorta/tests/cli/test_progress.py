@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from aorta_testing import make_trial
 from rich.console import Console
 
 from aorta.cli.main import main
@@ -62,23 +63,14 @@ def _request(tmp_path: Path, trials: int, steps: int) -> RunRequest:
 
 
 def _result(trial_id: int, *, passed: bool, ms: float) -> TrialResult:
-    return TrialResult(
-        trial_id=trial_id,
-        workload="toy",
-        mitigations=("none",),
-        environment="local",
-        seed=trial_id,
-        steps=10,
+    return make_trial(
+        trial_id,
         passed=passed,
-        failure=None if passed else "non-finite loss at step 4",
         step_times_ms=[ms] * 3,
-        warmup_steps=0,
-        losses=[1.0],
+        failure="non-finite loss at step 4",
+        workload="toy",
+        steps=10,
         wall_clock_sec=0.5,
-        started_at="2026-01-01T00:00:00Z",
-        env_applied={},
-        env_snapshot={},
-        observed={},
     )
 
 

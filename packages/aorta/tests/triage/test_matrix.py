@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
 from aorta.triage.matrix import (
@@ -24,26 +25,20 @@ def _trial(
     step_times_ms: Sequence[float],
     *,
     passed: bool = True,
-    failure: str | None = None,
     wall_clock_sec: float = 1.0,
 ) -> TrialResult:
-    return TrialResult(
-        trial_id=trial_id,
+    return make_trial(
+        trial_id,
+        passed=passed,
+        step_times_ms=step_times_ms,
+        failure="NaN loss",
         workload="toy",
-        mitigations=("none",),
-        environment="local",
         seed=100 + trial_id,
         steps=len(step_times_ms),
-        passed=passed,
-        failure=failure if failure is not None or passed else "NaN loss",
-        step_times_ms=list(step_times_ms),
-        warmup_steps=0,
         losses=[1.0] * len(step_times_ms),
         wall_clock_sec=wall_clock_sec,
         started_at="2026-04-28T14:12:03Z",
         env_applied={"TF32": "0"},
-        env_snapshot={},
-        observed={},
         failed_at_step=None if passed else len(step_times_ms),
     )
 

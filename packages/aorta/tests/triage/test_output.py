@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
 from aorta.triage.matrix import CellStats, Matrix, aggregate_cell, build_matrix, error_cell
@@ -59,23 +60,14 @@ def _with_extra_cells(recipe: Recipe) -> Recipe:
 
 
 def _trial(trial_id: int, step_ms: float, *, passed: bool) -> TrialResult:
-    return TrialResult(
-        trial_id=trial_id,
-        workload="fsdp",
-        mitigations=("none",),
-        environment="local",
-        seed=trial_id,
-        steps=4,
+    return make_trial(
+        trial_id,
         passed=passed,
-        failure=None if passed else "NaN loss at step 3",
         step_times_ms=[step_ms] * 4,
-        warmup_steps=0,
+        failure="NaN loss at step 3",
         losses=[1.0] * 4,
         wall_clock_sec=2.0,
         started_at=STAMP,
-        env_applied={},
-        env_snapshot={},
-        observed={},
         failed_at_step=None if passed else 3,
     )
 

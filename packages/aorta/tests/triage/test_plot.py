@@ -8,6 +8,7 @@ from typing import Any
 
 import matplotlib.image
 import pytest
+from aorta_testing import make_trial
 
 from aorta.atomic import write_text_atomic
 from aorta.runner.models import TrialResult
@@ -19,23 +20,11 @@ from aorta.triage.recipe import dump_resolved_yaml, recipe_from_flags
 
 
 def _trial(trial_id: int, *, passed: bool, ms: float) -> TrialResult:
-    return TrialResult(
-        trial_id=trial_id,
-        workload="fsdp",
-        mitigations=("none",),
-        environment="local",
-        seed=trial_id,
-        steps=4,
+    return make_trial(
+        trial_id,
         passed=passed,
-        failure=None if passed else "non-finite loss at step 2",
         step_times_ms=[ms, ms * 1.1, ms * 0.9],
-        warmup_steps=0,
-        losses=[1.0],
-        wall_clock_sec=0.1,
-        started_at="2026-01-01T00:00:00Z",
-        env_applied={},
-        env_snapshot={},
-        observed={},
+        failure="non-finite loss at step 2",
     )
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aorta_testing import make_trial
 
 from aorta.errors import EnvironmentUnavailableError
 from aorta.instrumentation.environment import collect_env
@@ -25,23 +26,16 @@ from aorta.triage.runner import TriageInterrupted, run_recipe
 
 
 def _trial(request: RunRequest, trial_id: int, *, passed: bool, step_ms: float) -> TrialResult:
-    return TrialResult(
-        trial_id=trial_id,
+    return make_trial(
+        trial_id,
+        passed=passed,
+        step_times_ms=[step_ms] * 4,
+        failure="non-finite loss at step 1",
         workload=request.workload,
         mitigations=request.mitigations,
         environment=request.environment_name,
-        seed=trial_id,
         steps=request.steps,
-        passed=passed,
-        failure=None if passed else "non-finite loss at step 1",
-        step_times_ms=[step_ms] * 4,
-        warmup_steps=0,
-        losses=[1.0],
-        wall_clock_sec=0.1,
-        started_at="2026-01-01T00:00:00Z",
         env_applied=dict(request.extra_env),
-        env_snapshot={},
-        observed={},
     )
 
 
