@@ -297,6 +297,13 @@ def _check_monitoring(config: RootConfig) -> None:
         )
     from oellm_autoexp.backends.command import check_template
 
+    termination_cmd = getattr(monitoring, "termination_cmd", None)
+    if termination_cmd:
+        from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, check_command_template
+
+        check_command_template(
+            termination_cmd, TERMINATION_FIELDS, key="monitoring.termination_cmd"
+        )
     known = list(JOB_FIELDS)
     for i, template in enumerate(getattr(monitoring, "output_paths", None) or []):
         check_template(str(template), known, key=f"monitoring.output_paths[{i}]")

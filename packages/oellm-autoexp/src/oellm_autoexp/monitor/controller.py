@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import subprocess
 import time
 import uuid
@@ -28,6 +27,7 @@ from oellm_autoexp.monitor.log_signals import read_new_text
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
 from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
+from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, run_with_fields
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
 from oellm_autoexp.persistence.session import JobRecord, Session
 from oellm_autoexp.persistence.store import SessionStore
@@ -699,8 +699,10 @@ TERMINATION_CMD_TIMEOUT_S = 120.0
 def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
     """Run `monitoring.termination_cmd` for a finished job; exit 0 means the run completed.
 
-    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` are filled in (shell-quoted). A
-    timeout or a command that cannot start counts as "not completed" and is logged.
+    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` read ``$AUTOEXP_OUTPUT_DIR``,
+    ``$AUTOEXP_NAME``, ``$AUTOEXP_JOB_ID`` and ``$AUTOEXP_LOG`` (values never enter the shell
+    source; see `shell_fields`). A timeout or a command that cannot start counts as "not
+    completed" and is logged.
     """
     job_id = str(job.job_id)
     fields = {
@@ -710,14 +712,10 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         "log": fill_log_pattern(job.log_path, job_id, job.slurm_name),
     }
     try:
-        text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})
-        done = subprocess.run(
-            ["bash", "-c", text],
-            capture_output=True,
-            timeout=TERMINATION_CMD_TIMEOUT_S,
-            check=False,
+        done = run_with_fields(
+            command, TERMINATION_FIELDS, fields, timeout=TERMINATION_CMD_TIMEOUT_S
         )
-    except (KeyError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+    except (ValueError, OSError, subprocess.TimeoutExpired) as exc:  # ValueError: bad template
         log.warning("job %s: termination_cmd failed to run (%s)", job.name, exc)
         return False
     log.info("job %s: termination_cmd exited %d", job.name, done.returncode)
