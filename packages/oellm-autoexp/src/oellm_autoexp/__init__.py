@@ -13,8 +13,8 @@ __all__ = ["__version__", "build_plan", "cli", "load_config", "main", "write_pla
 
 _LAZY = {
     "load_config": "oellm_autoexp.config.loader",
-    "build_plan": "oellm_autoexp.orchestrator",
-    "write_plan": "oellm_autoexp.orchestrator",
+    "build_plan": "oellm_autoexp.planning",
+    "write_plan": "oellm_autoexp.planning",
     "cli": "oellm_autoexp.cli",
     "main": "oellm_autoexp.cli",
 }

@@ -320,7 +320,7 @@ def run_workflow(
         return 0
     plan, config = load_written_plan(commands)
     say(f"submitting {len(plan.scripts)} script(s) on the host")
-    from oellm_autoexp.cli_monitor import run_submit
+    from oellm_autoexp.cli.monitor import run_submit
 
     # Session file first, then sbatch per script with the intent recorded before each call
     # (the monitor's controller); monitors until every job finished unless --no-monitor.

@@ -22,7 +22,7 @@ def test_a_planned_sweep_is_submitted_as_one_array_and_monitored_to_completion(
     slurm_cluster: Any, tmp_path: Path
 ) -> None:
     from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.orchestrator import build_plan, write_plan
+    from oellm_autoexp.planning import build_plan, write_plan
 
     loaded = load_config(
         "autoexp", ["sweep=lr_grid", "slurm=local", f"project.base_output_dir={tmp_path}"]

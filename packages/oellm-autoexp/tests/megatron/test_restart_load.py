@@ -18,8 +18,8 @@ from oellm_autoexp.config.loader import load_config
 from oellm_autoexp.monitor import MonitorController
 from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
-from oellm_autoexp.orchestrator import backend_for_job, build_plan, write_plan
 from oellm_autoexp.persistence import SessionStore
+from oellm_autoexp.planning import backend_for_job, build_plan, write_plan
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline

@@ -172,8 +172,8 @@ def test_an_unanswered_sbatch_is_reported_not_counted_and_resolved_by_the_next_m
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     # SLURM is the fake here (the boundary): sbatch times out without queuing anything.
-    from oellm_autoexp import cli_monitor
     from oellm_autoexp.cli import main
+    from oellm_autoexp.cli import monitor as cli_monitor
     from oellm_autoexp.persistence import SessionStore
     from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
 

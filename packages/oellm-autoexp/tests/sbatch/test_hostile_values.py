@@ -20,7 +20,7 @@ import pytest
 from oellm_autoexp.cli import main
 from oellm_autoexp.config.loader import parse_config
 from oellm_autoexp.errors import ConfigError
-from oellm_autoexp.orchestrator import build_plan
+from oellm_autoexp.planning import build_plan
 from oellm_autoexp.slurm.render import shell_word
 from oellm_autoexp.slurm.validate import check_script
 

@@ -55,7 +55,7 @@ class RestartScripts:
         if planned is None or not self.session.config:
             return None
         from oellm_autoexp.backends.base import JobContext
-        from oellm_autoexp.orchestrator import backend_for_job
+        from oellm_autoexp.planning import backend_for_job
 
         ctx = JobContext(
             job_id=job.key,

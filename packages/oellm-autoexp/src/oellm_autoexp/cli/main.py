@@ -7,18 +7,17 @@ pay for Hydra, OmegaConf, Jinja2 or any backend; commands import what they need 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp.cli_monitor import register_commands
+from oellm_autoexp.cli.monitor import register_commands
 from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
 
 if TYPE_CHECKING:
-    from oellm_autoexp.orchestrator import PlanResult
+    from oellm_autoexp.planning import PlanResult
 
 SUMMARY_ROWS = 20
 
@@ -60,7 +59,7 @@ def _plan(
 ) -> tuple[PlanResult, list[str]]:
     from oellm_autoexp.config.loader import load_config
     from oellm_autoexp.errors import ConfigError
-    from oellm_autoexp.orchestrator import build_plan, write_plan
+    from oellm_autoexp.planning import build_plan, write_plan
 
     loaded = load_config(config, overrides, config_dir=config_dir)
     try:
@@ -116,7 +115,7 @@ def submit_command(
     for note in notes:
         click.echo(note, err=True)
     if not dry_run:
-        from oellm_autoexp.cli_monitor import run_submit
+        from oellm_autoexp.cli.monitor import run_submit
 
         return run_submit(result.plan, result.config, monitor=not no_monitor)
     for script in result.plan.scripts:
@@ -162,7 +161,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli_monitor)
+register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli.monitor)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +184,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"oellm-autoexp: error: {exc}", err=True)
         return exc.exit_code
     return result if isinstance(result, int) else EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

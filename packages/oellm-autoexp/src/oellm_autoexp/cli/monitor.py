@@ -1,6 +1,6 @@
-"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (registered by cli.py).
+"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (registered by main.py).
 
-`submit` (owned by cli.py) calls `run_submit` for a real submission. Every command resolves the
+`submit` (owned by main.py) calls `run_submit` for a real submission. Every command resolves the
 session directory from `--state-dir`, or from CONFIG's project (``<base_output_dir>/
 monitoring_state``), or from the current directory's ``monitoring_state``. Library errors are
 raised as `AutoexpError` and turned into one line + exit code by `cli.main`.
@@ -51,7 +51,7 @@ def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str])
     if config is not None:
         from oellm_autoexp.config.loader import dump_config, load_config
         from oellm_autoexp.monitor.session_builder import state_dir_for
-        from oellm_autoexp.orchestrator import output_root
+        from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
         return SessionStore(state_dir_for(dump_config(root), output_root(root)))
