@@ -18,11 +18,11 @@ from typing import Any
 from oellm_autoexp.backends.base import (
     JOB_FIELDS,
     BackendConfig,
-    BackendInterface,
     JobContext,
     LaunchCommand,
     instantiate_backend,
 )
+from oellm_autoexp.backends.per_job import per_job_backends
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.plan import ArrayTask, JobPlan, Plan, ScriptPlan
@@ -39,7 +39,6 @@ from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
 PLAN_FORMAT = 1
 # Param prefixes that change the config per job; any other dotted prefix of a config section
 # is a mistake (e.g. sweeping `project.name` cannot work).
-_BACKEND_PREFIX = "backend."
 _SBATCH_PREFIX = "slurm.sbatch."
 _SECTIONS = (
     "project.",
@@ -95,7 +94,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
     backend.validate(contexts)
-    backends = _per_job_backends(backend_config, backend, contexts)
+    backends = per_job_backends(backend_config, backend, contexts)
 
     base_directives = directive_lines(config.slurm.sbatch) + check_extra_directives(
         config.slurm.extra_directives
@@ -307,91 +306,6 @@ def _check_monitoring(config: RootConfig) -> None:
     known = list(JOB_FIELDS)
     for i, template in enumerate(getattr(monitoring, "output_paths", None) or []):
         check_template(str(template), known, key=f"monitoring.output_paths[{i}]")
-
-
-def _per_job_backends(
-    base_config: BackendConfig, default: BackendInterface, contexts: Sequence[JobContext]
-) -> list[BackendInterface]:
-    """The backend instance of each job: `backend.*` sweep params applied to the config.
-
-    Overrides are type-checked through compoconf once per distinct (key, value), and backends
-    are cached per distinct override set.
-    """
-    from compoconf import parse_config
-
-    from oellm_autoexp.config.loader import translate_parse_error
-
-    if not any(k.startswith(_BACKEND_PREFIX) for ctx in contexts for k in ctx.params):
-        return [default] * len(contexts)
-    base_data = _dump(base_config)
-    checked: set[tuple[str, str]] = set()
-    cache: dict[str, BackendInterface] = {}
-    result = []
-    for ctx in contexts:
-        overrides = {
-            k[len(_BACKEND_PREFIX) :]: v
-            for k, v in ctx.params.items()
-            if k.startswith(_BACKEND_PREFIX)
-        }
-        if not overrides:
-            result.append(default)
-            continue
-        cache_key = canonical_json(overrides)
-        backend = cache.get(cache_key)
-        if backend is None:
-            for key, value in overrides.items():
-                marker = (key, canonical_json(value))
-                if marker in checked:
-                    continue
-                checked.add(marker)
-                data = _set_path(base_data, key, value)
-                try:
-                    parse_config(
-                        type(base_config),
-                        data,
-                        strict=True,
-                        strict_types=True,
-                        key_history="backend",
-                    )
-                except (ValueError, KeyError, TypeError) as exc:
-                    error = translate_parse_error(exc, None)
-                    raise ConfigError(
-                        f"{error.detail} (set by the sweep in job {ctx.index})",
-                        key=error.key or f"backend.{key}",
-                    ) from None
-            data = base_data
-            for key, value in overrides.items():
-                data = _set_path(data, key, value)
-            job_config = parse_config(type(base_config), data, strict=True, strict_types=True)
-            backend = instantiate_backend(job_config)
-            cache[cache_key] = backend
-        result.append(backend)
-    return result
-
-
-def backend_for_job(config: RootConfig, ctx: JobContext) -> BackendInterface:
-    """The backend instance `ctx` was planned with (its `backend.*` sweep params applied)."""
-    return _per_job_backends(config.backend, instantiate_backend(config.backend), [ctx])[0]
-
-
-def _dump(config: BackendConfig) -> dict[str, Any]:
-    from compoconf import dump_config
-
-    data = dump_config(config)
-    assert isinstance(data, dict)
-    return data
-
-
-def _set_path(data: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    """A copy of `data` with `dotted` (``a.b.c``) set to `value`."""
-    head, _, rest = dotted.partition(".")
-    copy = dict(data)
-    if rest:
-        inner = copy.get(head)
-        copy[head] = _set_path(inner if isinstance(inner, Mapping) else {}, rest, value)
-    else:
-        copy[head] = value
-    return copy
 
 
 def _job_directives(config: RootConfig, ctx: JobContext, base: list[str]) -> tuple[str, ...]:

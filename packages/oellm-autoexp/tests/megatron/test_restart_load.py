@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.backends.base import JobContext
+from oellm_autoexp.backends.per_job import backend_for_job
 from oellm_autoexp.config.loader import load_config
 from oellm_autoexp.monitor import MonitorController
 from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
 from oellm_autoexp.persistence import SessionStore
-from oellm_autoexp.planning import backend_for_job, build_plan, write_plan
+from oellm_autoexp.planning import build_plan, write_plan
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
@@ -145,7 +146,7 @@ def test_megatron_restart_overrides_follow_the_tracker_file(
 
     job = result.plan.jobs[0]
     ctx = JobContext(job.job_id, job.name, job.index, job.params, job.output_dir, "gpt")
-    backend = backend_for_job(parse_config(result.config), ctx)
+    backend = backend_for_job(parse_config(result.config).backend, ctx)
     save = job.output_dir / "checkpoints"
     if tracker is not None:
         _checkpoint(save, tracker, folder)

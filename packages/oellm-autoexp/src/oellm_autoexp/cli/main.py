@@ -57,17 +57,27 @@ def cli() -> None:
 def _plan(
     config: str, overrides: Sequence[str], config_dir: Path | None, test_only: str | None
 ) -> tuple[PlanResult, list[str]]:
-    from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.errors import ConfigError
-    from oellm_autoexp.planning import build_plan, write_plan
+    from oellm_autoexp import api
 
-    loaded = load_config(config, overrides, config_dir=config_dir)
-    try:
-        result = build_plan(loaded.root)
-        notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
-    except ConfigError as exc:  # name the config it came from, unless it names its own file
-        raise exc.with_file(loaded.source) from None
-    return result, notes
+    notes = _Notes()
+    result = api.plan(config, overrides, config_dir=config_dir, test_only=test_only, reporter=notes)
+    return result, notes.lines
+
+
+class _Notes:
+    """Collects the plan's notes: `plan` prints them after its summary, `submit` before."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+    def warning(self, message: str) -> None:
+        self.lines.append(message)
+
+    def action(self, action: Any) -> None:
+        """Planning produces no monitor events."""
 
 
 @cli.command("plan")
@@ -117,7 +127,7 @@ def submit_command(
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
-        return run_submit(result.plan, result.config, monitor=not no_monitor)
+        return run_submit(result, monitor=not no_monitor)
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)

@@ -55,7 +55,7 @@ class RestartScripts:
         if planned is None or not self.session.config:
             return None
         from oellm_autoexp.backends.base import JobContext
-        from oellm_autoexp.planning import backend_for_job
+        from oellm_autoexp.backends.per_job import backend_for_job
 
         ctx = JobContext(
             job_id=job.key,
@@ -67,7 +67,7 @@ class RestartScripts:
         )
         try:
             root = self._config()
-            backend = backend_for_job(root, ctx)
+            backend = backend_for_job(root.backend, ctx)
         except AutoexpError as exc:
             # No backend here (e.g. a plugin installed only where the plan was made): the hook
             # cannot run, and the job restarts as planned, as it would without a hook.

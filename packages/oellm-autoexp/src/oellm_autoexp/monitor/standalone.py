@@ -35,7 +35,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor.shell_fields import (
@@ -46,6 +46,10 @@ from oellm_autoexp.monitor.shell_fields import (
 )
 from oellm_autoexp.persistence.session import JobRecord, Session
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionNotFoundError, SessionStore
+
+if TYPE_CHECKING:
+    from oellm_autoexp.api import Reporter
+    from oellm_autoexp.slurm.client import SlurmClient
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
@@ -273,3 +277,31 @@ class ActionDispatcher:
                 done.returncode,
                 f" ({done.stderr.strip()[:200]})" if done.returncode else "",
             )
+
+
+def run_monitor_file(
+    spec: MonitorFile, client: SlurmClient, *, reporter: Reporter, once: bool
+) -> tuple[SessionStore, Session]:
+    """Watch what `spec` lists (one poll, or until every entry is finished) under its lock.
+
+    Each poll's events go to `reporter.action` and then to the configured actions.
+    """
+    from oellm_autoexp.monitor.controller import MonitorController
+
+    store = store_for(spec)
+    dispatcher = ActionDispatcher(spec.actions)
+    with store.lock(spec.session_id):
+        session = open_session(spec, store)
+        controller = MonitorController(client, store, [session])
+
+        def after_poll(_report: object) -> None:
+            actions = controller.drain_actions()
+            for action in actions:
+                reporter.action(action)
+            dispatcher.dispatch(actions)
+
+        if once:
+            after_poll(controller.poll_once())
+        else:
+            controller.run(after_poll=after_poll)
+    return store, session

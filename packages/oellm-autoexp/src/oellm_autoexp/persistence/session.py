@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 SESSION_FORMAT = "oellm-autoexp-session"
@@ -77,6 +79,18 @@ class JobRecord:
         """Completed or failed for good (no restart pending)."""
         return self.state in {"completed", "failed"} and self.next_submit_at is None
 
+    @property
+    def last_slurm_id(self) -> str | None:
+        """The current attempt's SLURM id, else the last finished attempt's (None: never ran)."""
+        if self.job_id:
+            return self.job_id
+        return str(self.attempts[-1]["job_id"]) if self.attempts else None
+
+    def known_as(self, wanted: str) -> bool:
+        """Whether `wanted` is this job's name, key or the SLURM id of any of its attempts."""
+        ids = {self.name, self.key, self.job_id, *(a["job_id"] for a in self.attempts)}
+        return wanted in ids
+
     def record_transition(self, at: float, old: str, new: str, detail: str = "") -> None:
         """Append a transition, keeping the most recent `MAX_TRANSITIONS`."""
         self.transitions.append({"at": at, "from": old, "to": new, "detail": detail})
@@ -93,6 +107,11 @@ class JobRecord:
         if extra:
             raise KeyError(f"unexpected key(s) {', '.join(extra)}")
         return cls(**data)
+
+
+def find_jobs(sessions: Iterable[Session], wanted: str) -> list[JobRecord]:
+    """The jobs of `sessions` known as `wanted` (name, key or SLURM id; see `known_as`)."""
+    return [job for session in sessions for job in session.jobs.values() if job.known_as(wanted)]
 
 
 # Field names in declaration order; `asdict` deep-copies and is 10x slower on 10,000 jobs.
@@ -117,6 +136,32 @@ class Session:
     def active(self) -> bool:
         """Whether any job still needs the monitor."""
         return any(not job.finished for job in self.jobs.values())
+
+    def live_job_ids(self) -> list[str]:
+        """SLURM ids of the jobs that are queued or running."""
+        return [j.job_id for j in self.jobs.values() if j.job_id and not j.finished]
+
+    def mark_cancelled(self, job_ids: Iterable[str], decision: str) -> None:
+        """Record the jobs with `job_ids` as failed by cancellation; the session as finished."""
+        wanted = set(job_ids)
+        for job in self.jobs.values():
+            if job.job_id in wanted:
+                job.state, job.next_submit_at, job.job_id = "failed", None, None
+                job.outcome = {"mode": "crash", "error_type": "cancelled", "decision": decision}
+        self.status = "finished"
+
+    def log_files(self) -> list[Path]:
+        """The existing SLURM log files of every attempt of every job."""
+        from oellm_autoexp.slurm.log_pattern import fill_log_pattern
+
+        logs: list[Path] = []
+        for job in self.jobs.values():
+            job_ids = [a["job_id"] for a in job.attempts] + ([job.job_id] if job.job_id else [])
+            for jid in job_ids:
+                path = Path(fill_log_pattern(job.log_path, str(jid), job.slurm_name))
+                if path.exists():
+                    logs.append(path)
+        return logs
 
     def to_dict(self) -> dict[str, Any]:
         """The session file's content."""
