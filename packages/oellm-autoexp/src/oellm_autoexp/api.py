@@ -82,8 +82,10 @@ class MonitorResult:
     @property
     def failed(self) -> bool:
         """Whether a (focused) job ended failed."""
+        from oellm_autoexp.monitor.states import MonitorState
+
         jobs = self.focus or [j for s in self.sessions for j in s.jobs.values()]
-        return any(j.state == "failed" for j in jobs)
+        return any(j.state is MonitorState.FAILED for j in jobs)
 
 
 @dataclass(frozen=True)
@@ -321,11 +323,11 @@ def status(store: SessionStore, *, session_ids: Sequence[str] | None = None) -> 
                     session_id=session.session_id,
                     name=job.name,
                     slurm_id=job.last_slurm_id,
-                    state=str(job.state),
+                    state=job.state.value,
                     slurm_state=job.slurm_state,
                     restarts=dict(job.restarts),
-                    outcome_mode=job.outcome.get("mode") if job.outcome else None,
-                    outcome_error_type=job.outcome.get("error_type") if job.outcome else None,
+                    outcome_mode=job.outcome.mode if job.outcome else None,
+                    outcome_error_type=job.outcome.error_type if job.outcome else None,
                 )
             )
     return rows

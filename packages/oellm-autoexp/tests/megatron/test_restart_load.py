@@ -110,7 +110,7 @@ def test_a_restart_after_a_checkpoint_runs_a_new_script_with_load(
     record = session.jobs[job.job_id]
     assert record.state == "failed"
     assert record.restarts == {"crash": 1}
-    assert record.outcome is not None and "retry budget spent" in record.outcome["decision"]
+    assert record.outcome is not None and "retry budget spent" in record.outcome.decision
     assert record.script == str(scripts[1])
 
 
@@ -169,8 +169,8 @@ def test_an_invalid_restart_command_stops_the_job_instead_of_restarting_from_scr
     record = session.jobs[job.job_id]
     assert record.state == "failed"
     assert record.outcome is not None
-    assert record.outcome["decision"].startswith("restart command could not be built: ")
-    assert "num_layers" in record.outcome["decision"]
+    assert record.outcome.decision.startswith("restart command could not be built: ")
+    assert "num_layers" in record.outcome.decision
 
 
 def test_without_the_backend_where_the_monitor_runs_the_restart_is_as_planned(

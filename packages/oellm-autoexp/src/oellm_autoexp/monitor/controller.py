@@ -29,7 +29,7 @@ from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
 from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, run_with_fields
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
-from oellm_autoexp.persistence.session import JobRecord, Session
+from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome, Session
 from oellm_autoexp.persistence.store import SessionStore
 from oellm_autoexp.slurm.client import (
     JobInfo,
@@ -332,7 +332,7 @@ class MonitorController:
                 continue
             self._set_state(job, MonitorState.FAILED, f"resubmission rejected: {exc}")
             job.next_submit_at = None
-            job.outcome = {"mode": "crash", "error_type": "submit_failed", "reason": str(exc)}
+            job.outcome = Outcome("crash", "submit_failed", f"resubmission rejected: {exc}")
         return initial
 
     def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
@@ -356,7 +356,7 @@ class MonitorController:
         base = self.client.submit(request)
         for job in jobs:
             new_id = base if job.array_index is None else f"{base}_{job.array_index}"
-            old_id = job.attempts[-1]["job_id"] if job.attempts else None
+            old_id = job.attempts[-1].job_id if job.attempts else None
             job.job_id, job.submit_token, job.submitted_at = new_id, None, now
             job.next_submit_at, job.slurm_state, job.last_activity = None, None, None
             job.log_offset, job.file_marks, job.signals = 0, {}, []
@@ -412,7 +412,7 @@ class MonitorController:
         """A watched log without a SLURM job: pending until it appears, then by activity."""
         state, signals = job.state, len(job.signals)
         if self._read_logs(rt, job, now):
-            job.outcome = {"mode": "success", "reason": "completion marker"}
+            job.outcome = Outcome("success", decision="completion marker")
             self._set_state(job, MonitorState.COMPLETED, "completion marker in the log")
         elif job.last_activity is not None:  # else the log does not exist yet
             idle = now - job.last_activity
@@ -443,12 +443,11 @@ class MonitorController:
             events.append((f"run_{job.state}", f"{old_state} -> {job.state}"))
         if len(job.attempts) > old_attempts:
             last = job.attempts[-1]
-            meta = last.get("metadata") or {}
             events.append(
                 (
                     "run_ended",
-                    f"mode={last['mode']} error_type={meta.get('error_type') or '-'} "
-                    f"slurm_state={last.get('slurm_state') or '-'}",
+                    f"mode={last.mode} error_type={last.metadata.get('error_type') or '-'} "
+                    f"slurm_state={last.slurm_state or '-'}",
                 )
             )
         for action, line in events:
@@ -591,19 +590,19 @@ class MonitorController:
     # -- decisions ------------------------------------------------------------------------
     def _finish_attempt(self, rt: _Runtime, job: JobRecord, cls: Classification, now: float) -> int:
         job.attempts.append(
-            {
-                "job_id": job.job_id,
-                "slurm_state": job.slurm_state,
-                "mode": str(cls.mode),
-                "metadata": cls.metadata,
-                "ended_at": now,
-                "signals": list(job.signals),
-            }
+            Attempt(
+                job_id=str(job.job_id),
+                slurm_state=job.slurm_state,
+                mode=str(cls.mode),
+                metadata=cls.metadata,
+                ended_at=now,
+                signals=list(job.signals),
+            )
         )
         log.info("job %s (%s): classified %s %s", job.name, job.job_id, cls.mode, cls.metadata)
         job.job_id = None
         if cls.mode is Mode.SUCCESS:
-            job.outcome = {"mode": "success", **cls.metadata}
+            job.outcome = Outcome.of("success", cls.metadata)
             self._set_state(job, MonitorState.COMPLETED, "success")
             return 0
         mode = str(cls.mode)
@@ -641,7 +640,7 @@ class MonitorController:
         if action == "restart":
             action, reason = self._rewrite_for_restart(rt, job, cls, reason)
         if action != "restart":
-            job.outcome = {"mode": mode, **cls.metadata, "decision": reason}
+            job.outcome = Outcome.of(mode, cls.metadata, reason)
             self._set_state(job, MonitorState.FAILED, reason)
             job.next_submit_at = None
             return 0
@@ -677,11 +676,11 @@ class MonitorController:
         return "restart", f"{reason}; {changes}"
 
     def _set_state(self, job: JobRecord, state: MonitorState, detail: str) -> None:
-        if job.state == state.value:
+        if job.state == state:
             return
-        log.info("job %s: %s -> %s (%s)", job.name, job.state, state.value, detail)
-        job.record_transition(self.clock(), job.state, state.value, detail)
-        job.state = state.value
+        log.info("job %s: %s -> %s (%s)", job.name, job.state.value, state.value, detail)
+        job.record_transition(self.clock(), job.state.value, state.value, detail)
+        job.state = state
 
     def _save_dirty(self) -> None:
         now = self.clock()

@@ -231,7 +231,7 @@ def open_session(spec: MonitorFile, store: SessionStore) -> Session:
 
 
 def _same_target(old: JobRecord, new: JobRecord) -> bool:
-    first_id = old.attempts[0]["job_id"] if old.attempts else old.job_id
+    first_id = old.attempts[0].job_id if old.attempts else old.job_id
     return (old.log_path, old.output_paths, first_id) == (
         new.log_path,
         new.output_paths,
