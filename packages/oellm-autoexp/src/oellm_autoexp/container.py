@@ -300,7 +300,7 @@ class _SayReporter:
         self.say(message)
 
     def action(self, action: Any) -> None:
-        self.say(f"action {action.action}: job {action.job} ({action.job_id}): {action.line}")
+        self.say(action.describe())
 
 
 def run_workflow(

@@ -79,7 +79,7 @@ class ClickReporter:
 
     def action(self, action: Any) -> None:
         """An `action ...` line per monitor event."""
-        click.echo(f"action {action.action}: job {action.job} ({action.job_id}): {action.line}")
+        click.echo(action.describe())
 
 
 def run_submit(result: PlanResult, *, monitor: bool) -> int:

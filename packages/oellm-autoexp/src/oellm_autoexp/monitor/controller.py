@@ -61,6 +61,10 @@ class Action:
     line: str
     at: float
 
+    def describe(self) -> str:
+        """The one-line form users see: ``action <event>: job <name> (<slurm id>): <line>``."""
+        return f"action {self.action}: job {self.job} ({self.job_id}): {self.line}"
+
 
 @dataclass
 class PollReport:
