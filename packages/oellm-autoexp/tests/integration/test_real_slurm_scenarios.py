@@ -176,8 +176,8 @@ def test_a_timeout_is_classified_and_restarted_with_the_longer_time_limit(
     assert job.state == "completed"
     assert [a.mode for a in job.attempts] == ["timeout", "success"]
     timed_out = job.attempts[0]
-    assert timed_out["slurm_state"] == "TIMEOUT"
-    assert (timed_out["metadata"]["error_type"], timed_out["metadata"]["reason"]) == (
+    assert timed_out.slurm_state == "TIMEOUT"
+    assert (timed_out.metadata["error_type"], timed_out.metadata["reason"]) == (
         "timeout",
         "TimeLimit",
     )

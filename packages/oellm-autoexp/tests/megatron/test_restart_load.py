@@ -220,8 +220,8 @@ def test_array_tasks_restart_on_real_slurm_with_load_from_their_checkpoint(
         record = saved.jobs[job.job_id]
         assert record.state == "completed", record.outcome
         assert job.array is not None
-        assert [a["mode"] for a in record.attempts] == ["crash", "success"]
-        second = record.attempts[1]["job_id"]
+        assert [a.mode for a in record.attempts] == ["crash", "success"]
+        second = record.attempts[1].job_id
         assert second.endswith(f"_{job.array.task_index}")  # resubmitted as that array task
         log = resolve_log_path(record.log_path, second, record.slurm_name).read_text()
         assert f"resumed --load={job.output_dir / 'checkpoints'}" in log
