@@ -89,7 +89,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     plan_dir = root / "plans" / plan_id
     _check_slurm_settings(config)
 
-    contexts = _job_contexts(config, root)
+    contexts = _job_contexts(config, root, dumped)
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
@@ -230,8 +230,14 @@ def _check_slurm_settings(config: RootConfig) -> None:
         )
 
 
-def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
-    """Expand the sweep into JobContexts with deterministic ids and safe, unique names."""
+def _job_contexts(config: RootConfig, root: Path, dumped: dict[str, Any]) -> list[JobContext]:
+    """Expand the sweep into JobContexts with deterministic ids and safe, unique names.
+
+    Derived values (`config.derived`) are resolved per job after its id and name are fixed and
+    join its params, so they reach the backend and directives like swept values.
+    """
+    from oellm_autoexp.config.derived import resolve_for_job
+
     base = dict(config.sweep.base)
     points = [{**base, **point} for point in expand(config.sweep.axes)]
     check_param_kinds(points)
@@ -269,12 +275,15 @@ def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
                 key="sweep.name_template",
             )
         seen_names[name] = index
+        derived = (
+            resolve_for_job(dumped, config.derived, params, job=name) if config.derived else {}
+        )
         contexts.append(
             JobContext(
                 job_id=identifier,
                 name=name,
                 index=index,
-                params=params,
+                params={**params, **derived},
                 output_dir=jobs_dir / name,
                 project=config.project.name,
             )
