@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,8 @@ class PlanResult:
     sweep: list[dict[str, Any]]  # the sweep.json entries
     config: dict[str, Any]  # dump_config of the RootConfig
     store_sweep_json: bool = True
+    # Backend files kept in the plan directory (e.g. the Megatron argument schema), by name.
+    artifacts: Mapping[str, str] = field(default_factory=dict)
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -126,6 +128,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         sweep=sweep,
         config=dumped,
         store_sweep_json=config.sweep.store_sweep_json,
+        artifacts=backend.plan_artifacts(),
     )
 
 
@@ -358,9 +361,10 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     """Write the plan's artifacts atomically and check the scripts. Returns notes for the user.
 
     Layout: ``<plan_dir>/{config.yaml, sweep.json, plan.json, scripts/*.sbatch}`` (sweep.json
-    unless `sweep.store_sweep_json` is false). The plan id
-    is a hash of the resolved config, so re-planning the same config rewrites identical files
-    and a changed config gets a new directory: an earlier plan is never overwritten.
+    unless `sweep.store_sweep_json` is false), plus the backend's `plan_artifacts` (Megatron:
+    ``megatron_schema.json``, what restarts are validated with where Megatron is missing). The
+    plan id is a hash of the resolved config, so re-planning the same config rewrites identical
+    files and a changed config gets a new directory: an earlier plan is never overwritten.
     """
     from oellm_autoexp.atomic import write_text_atomic
     from oellm_autoexp.config.yaml_text import dump_text
@@ -384,6 +388,8 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     # SLURM does not create the directory of --output; a missing one kills the job at start.
     for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
         Path(log_dir).mkdir(parents=True, exist_ok=True)
+    for name, text in result.artifacts.items():
+        write_text_atomic(plan.plan_dir / name, text)
     write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
     if result.store_sweep_json:
         write_text_atomic(

@@ -6,7 +6,9 @@ parser is the stand-in (see conftest).
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.backends.base import JobContext
+from oellm_autoexp.backends.megatron.source import clear_caches
 from oellm_autoexp.backends.per_job import backend_for_job
 from oellm_autoexp.config.loader import load_config
 from oellm_autoexp.monitor import MonitorController
@@ -225,3 +228,52 @@ def test_array_tasks_restart_on_real_slurm_with_load_from_their_checkpoint(
         assert second.endswith(f"_{job.array.task_index}")  # resubmitted as that array task
         log = resolve_log_path(record.log_path, second, record.slurm_name).read_text()
         assert f"resumed --load={job.output_dir / 'checkpoints'}" in log
+
+
+def _megatron_gone(stand_in: Path) -> None:
+    """From here on no `megatron` can be imported (as on a host without Megatron-LM)."""
+    sys.path.remove(str(stand_in))
+    clear_caches()
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+
+
+def test_a_restart_where_megatron_is_not_importable_uses_the_plans_schema(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    # Plan with Megatron's parser (inside the image) ...
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    stored = result.plan.plan_dir / "megatron_schema.json"
+    assert "Megatron-LM parser" in json.loads(stored.read_text())["origin"]
+    # ... monitor where no megatron can be imported (the host).
+    _megatron_gone(megatron_importable)
+    with pytest.raises(ImportError):
+        importlib.import_module("megatron.training.arguments")
+    save = job.output_dir / "checkpoints"
+    fake, session = _drive(result, lambda: _checkpoint(save, "20", "iter_0000020"))
+
+    scripts = [request.script for _, request in fake.submissions]
+    assert scripts == [job.script, job.script.parent / "restarts" / f"{job.name}.restart1.sbatch"]
+    assert f"--save={save} --load={save})" in scripts[1].read_text()
+    record = session.jobs[job.job_id]
+    assert record.restarts == {"crash": 1}
+    assert record.outcome is not None and "retry budget spent" in (record.outcome.decision or "")
+
+
+def test_a_restart_without_a_stored_schema_and_without_megatron_is_not_made_from_scratch(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    # A plan directory from before schemas were kept: the monitor cannot validate --load, so
+    # the job stops rather than restarting from scratch (the behaviour this fix replaces).
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    (result.plan.plan_dir / "megatron_schema.json").unlink()
+    _megatron_gone(megatron_importable)
+    fake, session = _drive(
+        result, lambda: _checkpoint(job.output_dir / "checkpoints", "20", "iter_0000020")
+    )
+    assert [request.script for _, request in fake.submissions] == [job.script]
+    record = session.jobs[job.job_id]
+    assert record.outcome is not None
+    assert (record.outcome.decision or "").startswith("restart command could not be built")

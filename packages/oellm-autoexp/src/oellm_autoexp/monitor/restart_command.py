@@ -84,10 +84,20 @@ class RestartScripts:
         return RestartScript(path, overrides)
 
     def _config(self) -> RootConfig:
+        """The session's config, its backend set up from the plan's own files (`restart_config`)."""
         if self._root is None:
+            from oellm_autoexp.backends.base import instantiate_backend
             from oellm_autoexp.config.loader import parse_config
 
-            self._root = parse_config(self.session.config, source="the session's config")
+            source = "the session's config"
+            planned = parse_config(self.session.config, source=source)
+            plan_dir = self.session.plan.get("plan_dir")
+            backend = dict(self.session.config.get("backend") or {})
+            if plan_dir:
+                backend = instantiate_backend(planned.backend).restart_config(
+                    backend, Path(str(plan_dir))
+                )
+            self._root = parse_config({**self.session.config, "backend": backend}, source=source)
         return self._root
 
     def _render(
