@@ -277,3 +277,28 @@ def test_a_restart_without_a_stored_schema_and_without_megatron_is_not_made_from
     record = session.jobs[job.job_id]
     assert record.outcome is not None
     assert (record.outcome.decision or "").startswith("restart command could not be built")
+
+
+def test_a_restart_script_keeps_short_and_flag_directives(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    path = tmp_path / "gpt.yaml"
+    text = CONFIG.format(root=tmp_path, retries=1, launcher="[torchrun]", lrs="[1.0e-4]")
+    path.write_text(
+        text.replace(
+            "slurm: {use_srun: false, test_only: never}",
+            "slurm: {use_srun: false, test_only: never, extra_directives: ['-p debug'], "
+            "sbatch: {exclusive: true, time: '00:10:00'}}",
+        )
+    )
+    result = build_plan(load_config(str(path)).root)
+    write_plan(result, test_only="never")
+    job = result.plan.jobs[0]
+    save = job.output_dir / "checkpoints"
+    fake, _ = _drive(result, lambda: _checkpoint(save, "20", "iter_0000020"))
+    restart = fake.submissions[1][1].script.read_text().splitlines()
+    assert [line for line in restart if line.startswith("#SBATCH")][2:] == [
+        "#SBATCH --exclusive",
+        "#SBATCH --time=00:10:00",
+        "#SBATCH -p debug",
+    ]

@@ -224,3 +224,16 @@ def test_cli_refuses_a_newline_in_the_output_root_with_exit_2_and_one_line(
     assert len(err.strip().splitlines()) == 1
     assert "project.base_output_dir" in err and "control character" in err
     assert not (tmp_path / "P").exists() and not (tmp_path / "plans").exists()
+
+
+def test_a_tampered_directive_read_back_for_a_restart_script_is_refused() -> None:
+    from oellm_autoexp.config.schema import SlurmConfig
+    from oellm_autoexp.slurm.render import Renderer, ScriptSpec, TaskSpec
+
+    renderer = Renderer(SlurmConfig(use_srun=False), plan_id="p")
+    task = TaskSpec(0, "id", "job", "/o", {}, ["true"])
+    for bad in ["--comment=a\ntouch PWNED", "--comment=a b", "partition=x"]:
+        with pytest.raises(ConfigError, match="job job: directive"):
+            renderer.render(ScriptSpec("job", "/l/job_%j.out", None, [bad], [task]))
+    ok = renderer.render(ScriptSpec("job", "/l/job_%j.out", None, ["--comment=a"], [task]))
+    assert "#SBATCH --comment=a\n" in ok

@@ -111,9 +111,12 @@ class RestartScripts:
     ) -> str:
         from oellm_autoexp.slurm.render import Renderer, ScriptSpec, TaskSpec
 
-        # The plan keeps the script's directives as name -> value ("" for a bare flag).
+        # The plan keeps the script's directives as name -> value ("" for a bare flag); a short
+        # option ("-p gpu") is kept whole as its name.
         directives = [
-            f"--{name}={value}" if value else f"--{name}"
+            f"--{name}={value}"
+            if value
+            else (f"-{name}" if name[1:2] in ("", " ") else f"--{name}")
             for name, value in dict(planned["sbatch"]).items()
         ]
         index = job.array_index if job.array_index is not None else 0

@@ -248,6 +248,14 @@ class Renderer:
 
         check_directive_text(spec.job_name, key="job name", what="job name")
         check_log_path(spec.log_path)
+        # Directives also come back from plan.json for restart scripts: checked again here.
+        for directive in spec.directives:
+            check_directive_text(directive, key=f"job {spec.job_name}: directive")
+            if not re.fullmatch(DIRECTIVE_OPTION, directive):
+                raise ConfigError(
+                    f"not one sbatch option: {_shown(directive)}",
+                    key=f"job {spec.job_name}: directive",
+                )
         tasks = [
             {
                 "index": task.index,
