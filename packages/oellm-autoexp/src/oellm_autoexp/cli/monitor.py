@@ -48,12 +48,12 @@ def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str])
     if state_dir is not None:
         return SessionStore(state_dir)
     if config is not None:
+        from oellm_autoexp.api import store_for_config
         from oellm_autoexp.config.loader import dump_config, load_config
-        from oellm_autoexp.monitor.session_builder import state_dir_for
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        return SessionStore(state_dir_for(dump_config(root), output_root(root)))
+        return store_for_config(dump_config(root), output_root(root))
     return SessionStore(Path.cwd() / "monitoring_state")
 
 
@@ -66,12 +66,9 @@ def _client() -> Any:
 class ClickReporter:
     """The library's reporter for the terminal: info on stdout, warnings on stderr."""
 
-    def __init__(self, *, info_to_stderr: bool = False) -> None:
-        self.info_to_stderr = info_to_stderr
-
     def info(self, message: str) -> None:
-        """One line on stdout (stderr while stdout carries other output)."""
-        click.echo(message, err=self.info_to_stderr)
+        """One line on stdout."""
+        click.echo(message)
 
     def warning(self, message: str) -> None:
         """One line on stderr."""
