@@ -68,6 +68,15 @@ def _plan(
         notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
     except ConfigError as exc:  # name the config it came from, unless it names its own file
         raise exc.with_file(loaded.source) from None
+    # --- provenance.json next to plan.json (oellm_autoexp.provenance) ---
+    from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
+
+    given = ConfigSource(loaded.source, tuple(overrides), str(config_dir) if config_dir else None)
+    record = collect_provenance(
+        given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
+    )
+    write_provenance(result.plan.plan_dir, record)
+    # --- end provenance ---
     return result, notes
 
 
@@ -185,7 +194,10 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
         console.print(f"sweep.filter: {len(plan.jobs)} of {result.combinations} combinations kept")
     console.print(f"cost: {plan_cost(plan).describe()}")
     # --- end ---
-    console.print(f"artifacts: {plan.plan_dir}  (plan.json, sweep.json, config.yaml, scripts/)")
+    console.print(
+        f"artifacts: {plan.plan_dir}  (plan.json, provenance.json, sweep.json, config.yaml, "
+        "scripts/)"
+    )
 
 
 def _short(value: Any) -> str:

@@ -115,3 +115,8 @@ def test_jobs_that_ended_unwatched_get_their_final_state_from_sacct(
     status = _cli(cluster, "status", "--config", str(config), cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert "lost" not in status.stdout
+    # Provenance: status points at the plan's record, which names this SLURM.
+    (record_path,) = (tmp_path / "runs").glob("plans/*/provenance.json")
+    assert f"provenance {record_path}" in status.stdout
+    record = json.loads(record_path.read_text())
+    assert record["slurm"] == {"version": cluster.run("sbatch", "--version").strip()}
