@@ -98,6 +98,20 @@ class SlurmCluster:
             )
         return done.stdout
 
+    def cli(
+        self, *args: str, cwd: Path | None = None, timeout: float = 180.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``oellm-autoexp *args`` (of this interpreter's environment) against the cluster."""
+        return subprocess.run(
+            [str(Path(sys.executable).with_name("oellm-autoexp")), *args],
+            env=self.env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
     def log_tail(self, lines: int = 30) -> str:
         """The end of each daemon log, for failure messages."""
         parts = []

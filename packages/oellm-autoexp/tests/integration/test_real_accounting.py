@@ -9,9 +9,6 @@ alone (the real client's sacct path), and no job may end up as `lost`.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,20 +17,6 @@ import pytest
 import yaml
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-EXE = Path(sys.executable).with_name("oellm-autoexp")
-
-
-def _cli(cluster: Any, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXE), *args],
-        env={**os.environ, **cluster.env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def _config(tmp_path: Path) -> Path:
@@ -77,7 +60,7 @@ def test_jobs_that_ended_unwatched_get_their_final_state_from_sacct(
 ) -> None:
     cluster = slurm_accounting_cluster
     config = _config(tmp_path)
-    submitted = _cli(cluster, "submit", str(config), "--no-monitor", cwd=tmp_path)
+    submitted = cluster.cli("submit", str(config), "--no-monitor", cwd=tmp_path)
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     state_dir = tmp_path / "runs" / "monitoring_state"
     (session_file,) = state_dir.glob("*.json")
@@ -100,7 +83,7 @@ def test_jobs_that_ended_unwatched_get_their_final_state_from_sacct(
         [f"{task_ids[0]}|COMPLETED|0:0", f"{task_ids[1]}|FAILED|3:0"]
     ), accounted
 
-    monitored = _cli(cluster, "monitor", str(config), "--quiet", cwd=tmp_path)
+    monitored = cluster.cli("monitor", str(config), "--quiet", cwd=tmp_path)
     assert monitored.returncode == 1, monitored.stdout + monitored.stderr  # exit3 failed
     saved = {job["name"]: job for job in json.loads(session_file.read_text())["jobs"]}
     ok, failed = saved["exit0"], saved["exit3"]
@@ -112,7 +95,7 @@ def test_jobs_that_ended_unwatched_get_their_final_state_from_sacct(
     assert last["metadata"]["exit_code"] == 3
     assert last["metadata"]["error_type"] != "lost"
     assert "lost" not in session_file.read_text()
-    status = _cli(cluster, "status", "--config", str(config), cwd=tmp_path)
+    status = cluster.cli("status", "--config", str(config), cwd=tmp_path)
     assert status.returncode == 0, status.stderr
     assert "lost" not in status.stdout
     # Provenance: status points at the plan's record, which names this SLURM.
