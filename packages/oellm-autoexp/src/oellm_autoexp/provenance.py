@@ -35,7 +35,8 @@ from typing import Any
 PROVENANCE_FILE = "provenance.json"
 FORMAT = 1
 MAX_DIFF_BYTES = 1_000_000
-COMMAND_TIMEOUT_S = 15.0
+COMMAND_TIMEOUT_S = 15.0  # git on a large work tree
+SLURM_TIMEOUT_S = 5.0  # `sbatch --version` answers at once, or hangs on DNS / config lookups
 # Distributions whose versions decide what a plan contains (metadata only: nothing imported).
 PACKAGES = (
     "oellm-autoexp",
@@ -58,7 +59,7 @@ def _run(argv: Sequence[str], cwd: Path | None) -> subprocess.CompletedProcess[s
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=COMMAND_TIMEOUT_S,
+        timeout=COMMAND_TIMEOUT_S if argv[0] == "git" else SLURM_TIMEOUT_S,
         check=False,
         env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
     )
