@@ -298,6 +298,14 @@ def status_command(
         return EXIT_OK
     sessions = [store.load(sid) for sid in ids]
     _print_status(sessions)
+    # --- where each session's plan came from (oellm_autoexp.provenance) ---
+    from oellm_autoexp.provenance import provenance_path
+
+    for session in sessions:
+        record = provenance_path(session.plan)
+        if record is not None:
+            click.echo(f"session {session.session_id}: provenance {record}")
+    # --- end provenance ---
     if job_name is not None:
         _print_job_details(sessions, job_name)
     return EXIT_OK

@@ -34,6 +34,7 @@ from oellm_autoexp.slurm.render import (
     directive_lines,
 )
 from oellm_autoexp.sweep.expand import check_param_kinds, expand
+from oellm_autoexp.sweep.filter import filter_points
 from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
 
 PLAN_FORMAT = 1
@@ -65,6 +66,7 @@ class PlanResult:
     sweep: list[dict[str, Any]]  # the sweep.json entries
     config: dict[str, Any]  # dump_config of the RootConfig
     store_sweep_json: bool = True
+    combinations: int = 0  # sweep combinations before `sweep.filter` (jobs = those kept)
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -90,7 +92,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     plan_dir = root / "plans" / plan_id
     _check_slurm_settings(config)
 
-    contexts = _job_contexts(config, root)
+    contexts, combinations = _job_contexts(config, root)
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
@@ -127,6 +129,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         sweep=sweep,
         config=dumped,
         store_sweep_json=config.sweep.store_sweep_json,
+        combinations=combinations,
     )
 
 
@@ -231,11 +234,16 @@ def _check_slurm_settings(config: RootConfig) -> None:
         )
 
 
-def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
-    """Expand the sweep into JobContexts with deterministic ids and safe, unique names."""
+def _job_contexts(config: RootConfig, root: Path) -> tuple[list[JobContext], int]:
+    """Expand the sweep into JobContexts with deterministic ids and safe, unique names.
+
+    Returns the contexts of the combinations `sweep.filter` keeps, and how many there were.
+    """
     base = dict(config.sweep.base)
     points = [{**base, **point} for point in expand(config.sweep.axes)]
     check_param_kinds(points)
+    combinations = len(points)
+    points = filter_points(config.sweep.filter, points)
     contexts = []
     seen_ids: dict[str, int] = {}
     seen_names: dict[str, int] = {}
@@ -280,7 +288,7 @@ def _job_contexts(config: RootConfig, root: Path) -> list[JobContext]:
                 project=config.project.name,
             )
         )
-    return contexts
+    return contexts, combinations
 
 
 def _check_monitoring(config: RootConfig) -> None:
