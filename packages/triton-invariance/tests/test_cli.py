@@ -141,3 +141,35 @@ def test_console_script_exit_code(dirs: tuple[Path, Path]) -> None:
         check=False,
     )
     assert done.returncode == 1 and "MISMATCH" in done.stdout
+
+
+def test_list_shows_every_valid_file_and_reports_the_corrupt_ones(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines, current = dirs
+    (baselines / "aaa_kernel_0000000000000000.json").write_text("{not json")
+    (baselines / f"zzz_{SIG}.json").write_text(
+        (current / f"add_kernel_{SIG}.json").read_text()
+    )  # valid JSON, but sorted after the corrupt file
+    code, out, err = _cli(["list", "--dir", str(baselines)], capsys)
+    assert code == 2
+    assert out.count(f"add_kernel_{SIG}") == 2  # both valid files listed
+    assert "aaa_kernel_0000000000000000.json: not valid JSON" in err
+    assert "1 of 3 baseline files" in err
+
+
+def test_check_reports_a_committed_baseline_with_no_current_counterpart(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines, current = dirs
+    same = baselines / f"add_kernel_{SIG}.json"
+    (current / same.name).write_text(same.read_text())
+    gone = baselines / "old_kernel_fedcba9876543210.json"
+    gone.write_text(same.read_text())
+    code, out, _ = _cli(["check", str(current), "--dir", str(baselines)], capsys)
+    assert code == 0
+    assert f"warning: old_kernel_fedcba9876543210: committed baseline {gone}" in out
+    assert "check passed: 1/1" in out and "1 committed baseline(s) not seen" in out
+    code, out, _ = _cli(["check", str(current), "--dir", str(baselines), "--strict"], capsys)
+    assert code == 1
+    assert "GONE    old_kernel_fedcba9876543210" in out and "check FAILED: 1/1" in out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,12 @@ from sample_data import sample_inv
 
 from triton_invariance.data import FORMAT_VERSION
 from triton_invariance.errors import (
+    BaselineError,
     BaselineNotFoundError,
     BaselineVersionError,
     CorruptBaselineError,
     InvarianceConfigError,
+    InvarianceUsageError,
     NumericalInvarianceMismatchError,
 )
 from triton_invariance.storage import (
@@ -228,3 +232,44 @@ def test_four_processes_committing_concurrently_leave_one_valid_file(tmp_path: P
     assert baseline.invariance == sample_inv(f"arith.op{winner}")
     # No temp file left behind (filelock may or may not remove its lock file on release).
     assert [p.name for p in tmp_path.iterdir() if p.name != LOCK_NAME] == [path.name]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_baselines_honour_the_umask_on_create_and_update(
+    tmp_path: Path, umask: int, mode: int
+) -> None:
+    old = os.umask(umask)
+    try:
+        commit_invariance("my_kernel", SIG, sample_inv(), config_hash="c", base=tmp_path)
+        path = tmp_path / f"my_kernel_{SIG}.json"
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+        outcome = commit_invariance(
+            "my_kernel", SIG, sample_inv("arith.mulf"), config_hash="c", base=tmp_path
+        )
+        assert outcome == "updated"
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+    finally:
+        os.umask(old)
+
+
+def test_commit_into_a_read_only_directory_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "ro"
+    base.mkdir()
+    base.chmod(0o555)
+    if os.geteuid() == 0:  # root ignores the mode bits: refuse the lock file the way the OS would
+        import triton_invariance.storage as storage
+
+        def refuse(self: object, *args: object, **kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied", str(base / LOCK_NAME))
+
+        monkeypatch.setattr(storage.FileLock, "acquire", refuse)
+    try:
+        with pytest.raises(BaselineError) as info:
+            commit_invariance("my_kernel", SIG, sample_inv(), config_hash="c", base=base)
+    finally:
+        base.chmod(0o755)
+    message = str(info.value)
+    assert message == f"{base}: cannot write baselines here (Permission denied)"
+    assert isinstance(info.value, InvarianceUsageError)

@@ -31,6 +31,7 @@ from triton_invariance.mlir import (
     DIMS,
     HASH,
     IDENT,
+    MAX_NESTING,
     PUNCT,
     REGION,
     STRING,
@@ -54,6 +55,10 @@ _HW_KEYS: Final = {
     "num_ctas": ("ttg.num-ctas", "triton_gpu.num-ctas"),
     "threads_per_warp": ("ttg.threads-per-warp", "triton_gpu.threads-per-warp"),
 }
+# What Triton's TritonGPU dialect assumes when a module omits the attribute (its
+# `getThreadsPerWarp` / `getNumCTAs` fall back to these), so an omitted attribute and the
+# written default are the same kernel. num-warps and the target have no default.
+_HW_DEFAULTS: Final = {"num_ctas": "1", "threads_per_warp": "32"}
 _NO_SPACE_BEFORE: Final = frozenset({")", "]", ">", "}", ","})
 _NO_SPACE_AFTER: Final = frozenset({"(", "[", "<", "{"})
 _GLUE_BEFORE_OPEN: Final = frozenset({IDENT, HASH, BANG, SYMBOL, STRING, BLOCK})
@@ -126,6 +131,8 @@ class _AliasResolver:
     def _expand(self, name: str, seen: tuple[str, ...]) -> list[Token]:
         if name in seen:
             raise InvalidTTGIRError(f"alias {name} is defined in terms of itself")
+        if len(seen) >= MAX_NESTING:
+            raise InvalidTTGIRError(f"alias {name}: aliases nested more than {MAX_NESTING} deep")
         out: list[Token] = []
         inner = (*seen, name)
         for t in self._defs[name]:
@@ -368,11 +375,14 @@ def _hw_config(module_body: list[Token]) -> HwConfig:
     found: dict[str, str] = {}
     for field_name, spellings in _HW_KEYS.items():
         present = [k for k in spellings if k in attrs]
-        if not present:
+        if present:
+            found[field_name] = attrs.pop(present[0])
+        elif field_name in _HW_DEFAULTS:
+            found[field_name] = _HW_DEFAULTS[field_name]
+        else:
             raise InvalidTTGIRError(
                 f"module attribute {spellings[0]!r} is missing: not TTGIR (did you pass TTIR?)"
             )
-        found[field_name] = attrs.pop(present[0])
     try:
         ints = {
             k: int(found[k].split(":")[0]) for k in ("num_warps", "num_ctas", "threads_per_warp")
