@@ -198,6 +198,11 @@ def invariance_data(draw: st.DrawFn) -> InvarianceData:
         ops=tuple(draw(st.lists(_text, min_size=n, max_size=n))),
         op_layouts=tuple(draw(st.lists(_text, min_size=n, max_size=n))),
         layouts=tuple(draw(st.lists(_text, max_size=4))),
+        compile_options=draw(
+            st.none()
+            | st.dictionaries(_text, _text, max_size=3).map(lambda d: tuple(sorted(d.items())))
+        ),
+        compile_env=tuple(draw(st.dictionaries(_text, _text, max_size=2)).items()),
     )
 
 
@@ -211,5 +216,14 @@ def test_roundtrip_property(inv: InvarianceData) -> None:
 @given(invariance_data(), invariance_data())
 def test_fingerprint_equal_iff_components_equal(a: InvarianceData, b: InvarianceData) -> None:
     b = replace(b, kernel_name=a.kernel_name)
-    assert (a.fingerprint == b.fingerprint) == (a == b)
-    assert (a.changed_components(b) == []) == (a == b)
+    # compile_env explains a change and is not hashed; everything else is.
+    same = replace(a, compile_env=()) == replace(b, compile_env=())
+    assert (a.fingerprint == b.fingerprint) == same
+    # A compare skips compile options when only one side recorded them (with a note).
+    if (a.compile_options is None) != (b.compile_options is None):
+        same = replace(a, compile_env=(), compile_options=None) == replace(
+            b, compile_env=(), compile_options=None
+        )
+        assert a.comparison_notes(b)
+    assert a.matches(b) == same
+    assert (a.changed_components(b) == []) == same

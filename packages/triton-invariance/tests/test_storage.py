@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -273,3 +274,20 @@ def test_commit_into_a_read_only_directory_is_one_clear_error(
     message = str(info.value)
     assert message == f"{base}: cannot write baselines here (Permission denied)"
     assert isinstance(info.value, InvarianceUsageError)
+
+
+def test_baseline_without_compile_options_is_read_with_a_note(tmp_path: Path) -> None:
+    old = sample_inv()  # recorded from TTGIR alone, as every baseline before the component
+    commit_invariance("my_kernel", SIG, old, config_hash="c", base=tmp_path)
+    doc = json.loads((tmp_path / f"my_kernel_{SIG}.json").read_text())
+    assert "compile_options" not in doc["invariance"]
+    current = dataclasses.replace(old, compile_options=(("enable_fp_fusion", "false"),))
+    notes: list[str] = []
+    assert compare_and_report("my_kernel", SIG, current, base=tmp_path, notes=notes)
+    assert notes == old.comparison_notes(current)
+    assert "baseline records no compile options" in notes[0] and "re-commit" in notes[0]
+    # Once recorded, a change of the component is a mismatch.
+    commit_invariance("my_kernel", SIG, current, config_hash="c", base=tmp_path)
+    fused = dataclasses.replace(old, compile_options=(("enable_fp_fusion", "true"),))
+    with pytest.raises(NumericalInvarianceMismatchError, match="changed: compile_options_hash"):
+        compare_and_report("my_kernel", SIG, fused, base=tmp_path)

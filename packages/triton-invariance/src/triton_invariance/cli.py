@@ -151,8 +151,7 @@ def diff_command(a: str, b: str, directory: Path | None) -> int:
     click.echo(before.invariance.diff_report(after.invariance))
     if before.config_hash != after.config_hash:
         click.echo(f"  config: {dict(before.config)} -> {dict(after.config)}")
-    same = before.invariance.fingerprint == after.invariance.fingerprint
-    return EXIT_OK if same else EXIT_FAILED
+    return EXIT_OK if before.invariance.matches(after.invariance) else EXIT_FAILED
 
 
 @cli.command("check")
@@ -187,8 +186,10 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
             click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
             continue
         then = read_baseline_file(baseline_file)
-        if then.invariance.fingerprint == now.invariance.fingerprint:
+        if then.invariance.matches(now.invariance):
             click.echo(f"ok      {path.stem}")
+            for note in then.invariance.comparison_notes(now.invariance):
+                click.echo(f"        {note}")
             continue
         failures += 1
         click.echo(f"MISMATCH {path.stem} (baseline {baseline_file})")

@@ -69,18 +69,13 @@ class HwConfig:
     def from_dict(cls, d: object, where: str = "hw_config") -> HwConfig:
         """Inverse of `to_dict`; raises `InvalidInvarianceDataError` naming the bad key path."""
         m = _require_mapping(d, where)
-        extra = _require_mapping(m.get("extra", {}), f"{where}.extra")
-        for k, v in extra.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise InvalidInvarianceDataError(
-                    f"{where}.extra: expected string keys and string values, got {k!r}: {v!r}"
-                )
+        extra = _str_pairs(m.get("extra", {}), f"{where}.extra")
         return cls(
             target=_require(m, "target", str, where),
             num_warps=_require(m, "num_warps", int, where),
             num_ctas=_require(m, "num_ctas", int, where),
             threads_per_warp=_require(m, "threads_per_warp", int, where),
-            extra=tuple(sorted(extra.items())),
+            extra=tuple(sorted(extra)),
         )
 
     def canonical_parts(self) -> list[str]:
@@ -109,6 +104,12 @@ class InvarianceData:
       of them its types reference.
     * hardware config (`hw_config`): target, num-warps, num-ctas, threads-per-warp and the other
       module attributes.
+    * compile options (`compile_options`): the options that change numerics after TTGIR
+      (`triton_invariance.options`), ``(name, canonical value)`` pairs; None when the fingerprint
+      was computed from TTGIR alone or read from a baseline that predates the component. A
+      component that one side lacks is not compared (`comparison_notes` says so).
+      `compile_env` (the knob variables that were set) is recorded to explain a change; it is
+      not hashed: only the effective options are.
 
     `kernel_name` is metadata (it names the baseline file); it is deliberately not part of
     `fingerprint`, because renaming a kernel does not change what it computes.
@@ -121,6 +122,8 @@ class InvarianceData:
     op_layouts: tuple[str, ...]
     layouts: tuple[str, ...]
     version: int = field(default=FORMAT_VERSION)
+    compile_options: tuple[tuple[str, str], ...] | None = None
+    compile_env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.ops) != len(self.op_layouts):
@@ -151,8 +154,16 @@ class InvarianceData:
         return content_hash(["hw", *self.hw_config.canonical_parts()])
 
     @property
+    def compile_options_hash(self) -> str | None:
+        """Hash of the numerics-relevant compile options; None when they were not recorded."""
+        if self.compile_options is None:
+            return None
+        return content_hash(["options", *(f"{k}={v}" for k, v in sorted(self.compile_options))])
+
+    @property
     def fingerprint(self) -> str:
         """Combined hash of all components (and the format version)."""
+        options = self.compile_options_hash
         return content_hash(
             [
                 f"v{self.version}",
@@ -160,17 +171,22 @@ class InvarianceData:
                 self.dtype_signature_hash,
                 self.layout_hash,
                 self.hw_config_hash,
+                *([] if options is None else [options]),
             ]
         )
 
     def component_hashes(self) -> dict[str, str]:
-        """Name → hash of every component, in report order."""
-        return {
+        """Name → hash of every recorded component, in report order."""
+        hashes = {
             "computation_dag_hash": self.computation_dag_hash,
             "dtype_signature": self.dtype_signature_hash,
             "layout_hash": self.layout_hash,
             "hw_config_hash": self.hw_config_hash,
         }
+        options = self.compile_options_hash
+        if options is not None:
+            hashes["compile_options_hash"] = options
+        return hashes
 
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -187,6 +203,15 @@ class InvarianceData:
             "ops": list(self.ops),
             "op_layouts": list(self.op_layouts),
             "layouts": list(self.layouts),
+            **(
+                {}
+                if self.compile_options is None
+                else {
+                    "compile_options": dict(self.compile_options),
+                    "compile_options_hash": self.compile_options_hash,
+                }
+            ),
+            **({"compile_env": dict(self.compile_env)} if self.compile_env else {}),
         }
 
     @classmethod
@@ -214,8 +239,17 @@ class InvarianceData:
             op_layouts=_require_str_list(m, "op_layouts"),
             layouts=_require_str_list(m, "layouts"),
             version=version,
+            compile_options=(
+                _str_pairs(m["compile_options"], "invariance.compile_options")
+                if "compile_options" in m
+                else None
+            ),
+            compile_env=_str_pairs(m.get("compile_env", {}), "invariance.compile_env"),
         )
-        for key in ("computation_dag_hash", "layout_hash", "hw_config_hash", "fingerprint"):
+        checked = ["computation_dag_hash", "layout_hash", "hw_config_hash", "fingerprint"]
+        if data.compile_options is not None:
+            checked.insert(-1, "compile_options_hash")
+        for key in checked:
             stored = _require(m, key, str, "invariance")
             actual = getattr(data, key)
             if stored != actual:
@@ -227,9 +261,32 @@ class InvarianceData:
 
     # -- reporting --------------------------------------------------------------------------------
     def changed_components(self, other: InvarianceData) -> list[str]:
-        """Names of the components whose hashes differ between `self` and `other`."""
+        """Names of the components whose hashes differ between `self` and `other`.
+
+        A component only one side recorded (compile options of an older baseline) is not
+        compared; `comparison_notes` says so.
+        """
         mine, theirs = self.component_hashes(), other.component_hashes()
-        return [name for name in mine if mine[name] != theirs[name]]
+        return [name for name in mine if name in theirs and mine[name] != theirs[name]]
+
+    def matches(self, other: InvarianceData) -> bool:
+        """Whether every component both sides recorded is equal (the verdict of a compare)."""
+        return not self.changed_components(other)
+
+    def comparison_notes(self, other: InvarianceData) -> list[str]:
+        """What a comparison of `self` (baseline) with `other` (current) could not check."""
+        if self.compile_options is None and other.compile_options is not None:
+            return [
+                "note: the baseline records no compile options (committed from TTGIR alone or "
+                "by an older triton-invariance); they were not compared -- re-commit to record "
+                "them"
+            ]
+        if self.compile_options is not None and other.compile_options is None:
+            return [
+                "note: the current fingerprint records no compile options (computed from TTGIR "
+                "alone); they were not compared"
+            ]
+        return []
 
     def diff_report(self, other: InvarianceData) -> str:
         """Human-readable account of how `other` (current) differs from `self` (baseline).
@@ -238,8 +295,11 @@ class InvarianceData:
         (index, before, after).
         """
         changed = self.changed_components(other)
+        notes = self.comparison_notes(other)
         if not changed:
-            return f"{self.kernel_name}: fingerprints match ({self.fingerprint})"
+            return "\n".join(
+                [f"{self.kernel_name}: fingerprints match ({self.fingerprint})", *notes]
+            )
         lines = [
             f"{self.kernel_name}: fingerprint {self.fingerprint} -> {other.fingerprint}; "
             f"changed: {', '.join(changed)}"
@@ -261,7 +321,25 @@ class InvarianceData:
                 if before.get(k) != after.get(k)
             ]
             lines.append("  hw_config_hash: " + "; ".join(diffs))
+        if "compile_options_hash" in changed:
+            lines.append("  compile_options_hash: " + self._options_difference(other))
+        lines.extend(f"  {note}" for note in notes)
         return "\n".join(lines)
+
+    def _options_difference(self, other: InvarianceData) -> str:
+        before, after = dict(self.compile_options or ()), dict(other.compile_options or ())
+        diffs = [
+            f"{k}: {before.get(k, '<unset>')} -> {after.get(k, '<unset>')}"
+            for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)
+        ]
+        text = "; ".join(diffs)
+        if self.compile_env != other.compile_env:
+            text += (
+                f" (environment knobs: baseline {_pairs_text(self.compile_env)}, "
+                f"now {_pairs_text(other.compile_env)})"
+            )
+        return text
 
     def _layout_difference(self, other: InvarianceData) -> str:
         if self.layouts != other.layouts:
@@ -280,6 +358,20 @@ class InvarianceData:
             [f"{op}  [{refs}]" for op, refs in zip(other.ops, other.op_layouts, strict=True)],
             "op",
         )
+
+
+def _pairs_text(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in pairs) or "none set"
+
+
+def _str_pairs(value: object, where: str) -> tuple[tuple[str, str], ...]:
+    m = _require_mapping(value, where)
+    for k, v in m.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidInvarianceDataError(
+                f"{where}: expected string keys and string values, got {k!r:.80}: {v!r:.80}"
+            )
+    return tuple(m.items())
 
 
 def _first_index(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> int:

@@ -20,9 +20,9 @@ Canonicalisation, applied to the parsed module (see `triton_invariance.mlir`):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from triton_invariance.data import HwConfig, InvarianceData
 from triton_invariance.mlir import (
@@ -43,6 +43,7 @@ from triton_invariance.mlir import (
     Token,
     parse,
 )
+from triton_invariance.options import knob_environment, numerics_options
 
 __all__ = ["InvalidTTGIRError", "compute_invariance"]
 
@@ -64,12 +65,19 @@ _NO_SPACE_AFTER: Final = frozenset({"(", "[", "<", "{"})
 _GLUE_BEFORE_OPEN: Final = frozenset({IDENT, HASH, BANG, SYMBOL, STRING, BLOCK})
 
 
-def compute_invariance(ttgir_text: str, kernel_name: str | None = None) -> InvarianceData:
+def compute_invariance(
+    ttgir_text: str,
+    kernel_name: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> InvarianceData:
     """Fingerprint one TTGIR module (the text of ``CompiledKernel.asm["ttgir"]`` or ``str(mod)``).
 
     `kernel_name` selects the entry function when the module has several public ones; by default
-    the module's single public function is the kernel. Raises `InvalidTTGIRError` (a `ValueError`)
-    for text that is not MLIR or not a TTGIR module (no module attributes, no kernel).
+    the module's single public function is the kernel. `metadata` (the compiled kernel's
+    metadata mapping, `CompiledKernel.metadata._asdict()`) adds the compile-options component and
+    the environment knobs in effect now; without it that component is not recorded. Raises
+    `InvalidTTGIRError` (a `ValueError`) for text that is not MLIR or not a TTGIR module (no
+    module attributes, no kernel).
     """
     module = parse(ttgir_text)
     if len(module.ops) != 1 or module.ops[0].name not in ("module", "builtin.module"):
@@ -97,6 +105,8 @@ def compute_invariance(ttgir_text: str, kernel_name: str | None = None) -> Invar
         ops=tuple(builder.ops),
         op_layouts=tuple(builder.op_layouts),
         layouts=tuple(builder.layouts),
+        compile_options=None if metadata is None else numerics_options(metadata),
+        compile_env=() if metadata is None else knob_environment(),
     )
 
 

@@ -115,7 +115,7 @@ def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> Compi
         constexprs=constexprs,
         attrs=attrs,
         options=options,
-        invariance=compute_invariance(ttgir, kernel_name=src.name),
+        invariance=compute_invariance(ttgir, kernel_name=src.name, metadata=metadata),
     )
 
 

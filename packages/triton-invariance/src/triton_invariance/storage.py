@@ -277,6 +277,7 @@ def compare_and_report(
     config_hash: str | None = None,
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
+    notes: list[str] | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -285,6 +286,8 @@ def compare_and_report(
     (config hash -> fingerprint of the other variants compiled in this run) lets the report say
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
+    What the comparison could not check (a component only one side recorded) is appended to
+    `notes` when given.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
@@ -296,7 +299,9 @@ def compare_and_report(
             f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
             f"TRITON_INVARIANCE_COMMIT=1",
         )
-    if baseline.invariance.fingerprint == current.fingerprint:
+    if notes is not None:
+        notes.extend(baseline.invariance.comparison_notes(current))
+    if baseline.invariance.matches(current):
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
@@ -305,7 +310,7 @@ def compare_and_report(
             f"committed for config {baseline.config_hash} ({_describe(baseline.config)})"
         )
         same_config = (alternatives or {}).get(baseline.config_hash)
-        if same_config is not None and same_config.fingerprint == baseline.invariance.fingerprint:
+        if same_config is not None and baseline.invariance.matches(same_config):
             report += (
                 "\n  note: the baseline's config still compiles to the baseline fingerprint in "
                 "this run: the kernel code is numerically unchanged, only the winner changed"
