@@ -214,16 +214,17 @@ def test_roundtrip_property(inv: InvarianceData) -> None:
 
 
 @given(invariance_data(), invariance_data())
-def test_fingerprint_equal_iff_components_equal(a: InvarianceData, b: InvarianceData) -> None:
+def test_fingerprint_follows_components(a: InvarianceData, b: InvarianceData) -> None:
     b = replace(b, kernel_name=a.kernel_name)
-    # compile_env explains a change and is not hashed; everything else is.
-    same = replace(a, compile_env=()) == replace(b, compile_env=())
-    assert (a.fingerprint == b.fingerprint) == same
+    # compile_env explains a change and is not hashed: equal data, equal fingerprints. (The
+    # converse no longer holds for `ops`: the DAG hash ignores op order and spacing.)
+    if replace(a, compile_env=()) == replace(b, compile_env=()):
+        assert a.fingerprint == b.fingerprint and a.matches(b)
+    hashed_elsewhere = (a.dtype_signature, a.hw_config, set(a.layouts), a.compile_options)
+    if hashed_elsewhere != (b.dtype_signature, b.hw_config, set(b.layouts), b.compile_options):
+        assert a.fingerprint != b.fingerprint
     # A compare skips compile options when only one side recorded them (with a note).
     if (a.compile_options is None) != (b.compile_options is None):
-        same = replace(a, compile_env=(), compile_options=None) == replace(
-            b, compile_env=(), compile_options=None
-        )
         assert a.comparison_notes(b)
-    assert a.matches(b) == same
-    assert (a.changed_components(b) == []) == same
+        assert a.matches(b) == a.matches(replace(b, compile_options=a.compile_options))
+    assert a.matches(b) == (a.changed_components(b) == [])

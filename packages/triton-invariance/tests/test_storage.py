@@ -291,3 +291,16 @@ def test_baseline_without_compile_options_is_read_with_a_note(tmp_path: Path) ->
     fused = dataclasses.replace(old, compile_options=(("enable_fp_fusion", "true"),))
     with pytest.raises(NumericalInvarianceMismatchError, match="changed: compile_options_hash"):
         compare_and_report("my_kernel", SIG, fused, base=tmp_path)
+
+
+def test_format_1_baseline_asks_for_a_recommit_and_says_why(tmp_path: Path) -> None:
+    path = _committed(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["format_version"] = 1
+    doc["invariance"]["version"] = 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineVersionError) as info:
+        load_baseline("my_kernel", SIG, base=tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: format_version 1 is not supported")
+    assert "hashes the data-flow graph" in message and "re-commit" in message

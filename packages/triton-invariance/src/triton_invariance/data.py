@@ -14,13 +14,20 @@ fingerprint computed on one machine compares equal to one computed on another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-FORMAT_VERSION = 1
-"""Version of the serialised form; bumped whenever the canonicalisation or the hashing changes."""
+from triton_invariance.dataflow import line_hashes
+
+FORMAT_VERSION = 2
+"""Version of the serialised form; bumped whenever the canonicalisation or the hashing changes.
+
+2: the computation DAG is hashed as a data-flow graph (`triton_invariance.dataflow`) and the
+layout component as the multiset of each op's layouts; 1 hashed the op sequence."""
 
 _DIGEST_BYTES = 16
 _T = TypeVar("_T")
@@ -133,10 +140,39 @@ class InvarianceData:
             )
 
     # -- hashes ---------------------------------------------------------------------------------
+    @functools.cached_property
+    def _dataflow(self) -> tuple[str, list[str]]:
+        return line_hashes(self.ops)
+
     @property
     def computation_dag_hash(self) -> str:
-        """Hash of the op sequence: kinds, order, data flow, attributes, constants, types."""
-        return content_hash(["dag", *self.ops])
+        """Hash of the data-flow graph: op kinds, data flow, attributes, constants, types.
+
+        Not of the op order: independent ops may be printed in any order and commutative ops'
+        operands in either (`triton_invariance.dataflow`).
+        """
+        return content_hash(["dag", self._dataflow[0]])
+
+    def op_hashes(self) -> list[str]:
+        """The structural hash of each line of `ops` ("" for region markers, block headers)."""
+        return list(self._dataflow[1])
+
+    def _layout_uses(self) -> list[str]:
+        """Per op that uses layouts: the sorted definitions it uses (refs resolved)."""
+        return self._layout_uses_of([refs for refs in self.op_layouts if refs])
+
+    def _layout_uses_of(self, op_refs: list[str]) -> list[str]:
+        uses = []
+        for refs in op_refs:
+            resolved = set()
+            for ref in refs.split(","):
+                index = ref[1:]
+                if ref.startswith("#") and index.isdigit() and int(index) < len(self.layouts):
+                    resolved.add(self.layouts[int(index)])
+                else:
+                    resolved.add(ref)  # not a reference this package writes: hashed as is
+            uses.append("\x1e".join(sorted(resolved)))
+        return uses
 
     @property
     def dtype_signature_hash(self) -> str:
@@ -145,8 +181,14 @@ class InvarianceData:
 
     @property
     def layout_hash(self) -> str:
-        """Hash of the resolved encodings and of which op uses which."""
-        return content_hash(["layout", *self.layouts, "uses", *self.op_layouts])
+        """Hash of the resolved encodings and of the multiset of each op's encodings.
+
+        Independent of op order and of the numbering of layouts; an op that uses no layout
+        does not contribute.
+        """
+        return content_hash(
+            ["layout", *sorted(set(self.layouts)), "uses", *sorted(self._layout_uses())]
+        )
 
     @property
     def hw_config_hash(self) -> str:
@@ -305,7 +347,7 @@ class InvarianceData:
             f"changed: {', '.join(changed)}"
         ]
         if "computation_dag_hash" in changed:
-            lines.append("  computation_dag_hash: " + _first_difference(self.ops, other.ops, "op"))
+            lines.append("  computation_dag_hash: " + self._dag_difference(other))
         if "dtype_signature" in changed:
             lines.append(
                 f"  dtype_signature: before {self.dtype_signature!r}, "
@@ -341,23 +383,71 @@ class InvarianceData:
             )
         return text
 
+    def _dag_difference(self, other: InvarianceData) -> str:
+        """The first op (in program order) of each side that has no counterpart in the other.
+
+        Ops inside a changed region and users of a changed value change too; the first changed
+        op that holds no region is the one a reader acts on (its users come after it).
+        """
+        i = _first_unmatched(self.ops, self.op_hashes(), other.op_hashes())
+        j = _first_unmatched(other.ops, other.op_hashes(), self.op_hashes())
+        before = self.ops[i] if i is not None else "<none>"
+        after = other.ops[j] if j is not None else "<none>"
+        n, m = len(self.ops), len(other.ops)
+        counts = f" ({n} -> {m} ops)" if n != m else ""
+        where = f"op {i}" if i is not None else "no op of the baseline"
+        if j is not None and j != i:
+            where += f" (op {j} now)"
+        return f"first difference at {where}{counts}: before `{before}`, after `{after}`"
+
     def _layout_difference(self, other: InvarianceData) -> str:
-        if self.layouts != other.layouts:
-            where = _first_difference(self.layouts, other.layouts, "layout")
+        theirs = set(other.layouts)
+        changed = next((k for k, d in enumerate(self.layouts) if d not in theirs), None)
+        if changed is not None or set(self.layouts) != theirs:
+            mine = set(self.layouts)
+            before = self.layouts[changed] if changed is not None else "<none>"
+            after = next((d for d in other.layouts if d not in mine), "<none>")
+            where = f"layout {changed}: before `{before}`, after `{after}`"
             # Point at the first op that uses the changed layout, which is what a reader acts on.
-            index = _first_index(self.layouts, other.layouts)
-            ref = f"#{index}"
+            ref = f"#{changed}"
             user = next(
                 (i for i, refs in enumerate(self.op_layouts) if ref in refs.split(",")), None
             )
             if user is not None and user < len(self.ops):
                 where += f"; first used by op {user}: {self.ops[user]}"
             return where
-        return _first_difference(
-            [f"{op}  [{refs}]" for op, refs in zip(self.ops, self.op_layouts, strict=True)],
-            [f"{op}  [{refs}]" for op, refs in zip(other.ops, other.op_layouts, strict=True)],
-            "op",
-        )
+        # Same definitions, used differently: the first op whose layouts have no counterpart.
+        uses = Counter(other._layout_uses())
+        for i, refs in enumerate(self.op_layouts):
+            if not refs:
+                continue
+            use = self._resolved_use(refs)
+            if uses[use] > 0:
+                uses[use] -= 1
+                continue
+            return f"op {i} `{self.ops[i]}` now uses its layouts [{refs}] differently"
+        return "an op of the current kernel uses layouts no baseline op uses"
+
+    def _resolved_use(self, refs: str) -> str:
+        return self._layout_uses_of([refs])[0]
+
+
+def _first_unmatched(ops: tuple[str, ...], mine: list[str], theirs: list[str]) -> int | None:
+    available = Counter(h for h in theirs if h)
+    unmatched = []
+    for i, h in enumerate(mine):
+        if not h:
+            continue
+        if available[h] > 0:
+            available[h] -= 1
+        else:
+            unmatched.append(i)
+    leaves = [i for i in unmatched if not _holds_region(ops, i)]
+    return next(iter(leaves or unmatched), None)
+
+
+def _holds_region(ops: tuple[str, ...], i: int) -> bool:
+    return i + 1 < len(ops) and ops[i + 1].strip() == "region 0"
 
 
 def _pairs_text(pairs: tuple[tuple[str, str], ...]) -> str:
@@ -372,23 +462,6 @@ def _str_pairs(value: object, where: str) -> tuple[tuple[str, str], ...]:
                 f"{where}: expected string keys and string values, got {k!r:.80}: {v!r:.80}"
             )
     return tuple(m.items())
-
-
-def _first_index(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
-
-
-def _first_difference(
-    a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str], what: str
-) -> str:
-    i = _first_index(a, b)
-    before = a[i] if i < len(a) else "<none>"
-    after = b[i] if i < len(b) else "<none>"
-    counts = f" ({len(a)} -> {len(b)} {what}s)" if len(a) != len(b) else ""
-    return f"first difference at {what} {i}{counts}: before `{before}`, after `{after}`"
 
 
 def _require_mapping(d: object, where: str) -> Mapping[str, Any]:

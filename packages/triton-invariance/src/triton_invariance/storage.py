@@ -83,10 +83,17 @@ class Baseline:
                 path, f"format_version: expected an integer, got {type(version).__name__}"
             )
         if version != FORMAT_VERSION:
+            why = ""
+            if version == 1:
+                # The one format this package ever wrote before: say why it cannot be compared.
+                why = (
+                    " (format 1 hashed the op sequence, this release hashes the data-flow graph, "
+                    "so the fingerprints are not comparable)"
+                )
             raise BaselineVersionError(
                 path,
                 f"format_version {version!r} is not supported (this triton-invariance reads "
-                f"version {FORMAT_VERSION}); re-commit it with TRITON_INVARIANCE_COMMIT=1",
+                f"version {FORMAT_VERSION}){why}; re-commit it with TRITON_INVARIANCE_COMMIT=1",
             )
         kernel_name = _require_str(doc, "kernel_name", path)
         signature_hash = _require_str(doc, "signature_hash", path)
