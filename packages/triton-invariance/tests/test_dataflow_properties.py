@@ -102,6 +102,10 @@ def test_any_topological_reordering_keeps_the_fingerprint(
     assert before.changed_components(after) == []
 
 
+def _swap_operands(line: str, m: re.Match[str]) -> str:
+    return line.replace(f"{m.group(2)}, {m.group(3)}", f"{m.group(3)}, {m.group(2)}")
+
+
 @pytest.mark.parametrize(("kernel", "target"), CASES)
 @_SETTINGS
 @given(data=st.data())
@@ -116,14 +120,14 @@ def test_commutative_operand_swaps_keep_it_and_others_change_it(
     chosen = data.draw(st.lists(st.sampled_from(commutative), unique_by=lambda x: x[0]))
     swapped = list(lines)
     for i, m in chosen:
-        swapped[i] = lines[i].replace(f"{m.group(2)}, {m.group(3)}", f"{m.group(3)}, {m.group(2)}")
+        swapped[i] = _swap_operands(lines[i], m)
     before = compute_invariance(text)
     assert compute_invariance("\n".join(swapped)).fingerprint == before.fingerprint
     others = [(i, m) for i, m in swappable if m.group(1) not in COMMUTATIVE]
     if others:
         i, m = data.draw(st.sampled_from(others))
         changed = list(lines)
-        changed[i] = lines[i].replace(f"{m.group(2)}, {m.group(3)}", f"{m.group(3)}, {m.group(2)}")
+        changed[i] = _swap_operands(lines[i], m)
         after = compute_invariance("\n".join(changed))
         assert before.changed_components(after) == ["computation_dag_hash"]
         assert m.group(1) in before.diff_report(after)
