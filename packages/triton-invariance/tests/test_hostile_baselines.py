@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sample_data import sample_inv
 
 from triton_invariance.cli import main
 from triton_invariance.data import FORMAT_VERSION
-from triton_invariance.storage import commit_invariance
+from triton_invariance.errors import BaselineError
+from triton_invariance.storage import Baseline, commit_invariance, read_baseline_file
 
 SIG = "0123456789abcdef"
 _VERSION = f'"format_version": {FORMAT_VERSION}'
@@ -88,3 +91,40 @@ def test_hostile_baseline_is_one_line_exit_2(
     lines = err.splitlines()
     assert len(lines) == (1 if command == "show" else 2), err
     assert len(lines[0]) < 500 and str(bad) in lines[0] and message in lines[0], lines[0]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_fuzzed_baselines_are_a_baseline_error_or_valid(
+    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    # Start from a valid file and damage it: replace one value anywhere in the document by
+    # random JSON, or splice random characters into the text.
+    doc = Baseline("my_kernel", SIG, "c", sample_inv()).to_dict()
+    path = tmp_path_factory.mktemp("fuzz") / f"my_kernel_{SIG}.json"
+    if data.draw(st.booleans()):
+        target: Any = doc
+        keys = data.draw(st.lists(st.integers(0, 30), min_size=1, max_size=4))
+        for k in keys[:-1]:
+            children = [v for _, v in sorted(target.items()) if isinstance(v, dict) and v]
+            if not children:
+                break
+            target = children[k % len(children)]
+        victim = sorted(target)[keys[-1] % len(target)]
+        target[victim] = data.draw(_JSON)
+        path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    else:
+        text = json.dumps(doc, indent=2)
+        at = data.draw(st.integers(0, len(text)))
+        path.write_text(text[:at] + data.draw(st.text(max_size=8)) + text[at:], errors="replace")
+    try:
+        read_baseline_file(path)
+    except BaselineError as exc:
+        assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
