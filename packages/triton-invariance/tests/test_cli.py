@@ -173,3 +173,23 @@ def test_check_reports_a_committed_baseline_with_no_current_counterpart(
     code, out, _ = _cli(["check", str(current), "--dir", str(baselines), "--strict"], capsys)
     assert code == 1
     assert "GONE    old_kernel_fedcba9876543210" in out and "check FAILED: 1/1" in out
+
+
+def test_show_lists_the_compile_options(
+    tmp_path: Path, ttgir: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    inv = compute_invariance(ttgir("add", "cuda:80"), "add_kernel")
+    with_options = replace(
+        inv,
+        compile_options=(("enable_fp_fusion", "false"),),
+        compile_env=(("TRITON_FORCE_DISABLE_FP_FUSION", "1"),),
+    )
+    commit_invariance("add_kernel", SIG, with_options, config_hash="c", base=tmp_path / "a")
+    commit_invariance("add_kernel", SIG, inv, config_hash="c", base=tmp_path / "b")
+    code, out, _ = _cli(["show", "add_kernel", "--dir", str(tmp_path / "a")], capsys)
+    assert code == 0 and "compile_options_hash" in out
+    assert "option.enable_fp_fusion" in out and "env.TRITON_FORCE_DISABLE_FP_FUSION" in out
+    code, out, _ = _cli(["show", "add_kernel", "--dir", str(tmp_path / "b")], capsys)
+    assert code == 0 and "compile options   not recorded" in out

@@ -123,6 +123,12 @@ def show_command(kernel: str, directory: Path | None) -> None:
         click.echo(f"  dtype_signature   {inv.dtype_signature}")
         for key, value in inv.hw_config.to_dict().items():
             click.echo(f"  hw.{key:<14} {value}")
+        if inv.compile_options is None:
+            click.echo("  compile options   not recorded")
+        for key, value in inv.compile_options or ():
+            click.echo(f"  option.{key:<30} {value}")
+        for key, value in inv.compile_env:
+            click.echo(f"  env.{key:<33} {value}")
         click.echo(f"  ops ({len(inv.ops)}):")
         for i, (op, refs) in enumerate(zip(inv.ops, inv.op_layouts, strict=True)):
             suffix = f"  [{refs}]" if refs else ""
