@@ -34,6 +34,7 @@ from oellm_autoexp.slurm.render import (
     directive_lines,
 )
 from oellm_autoexp.sweep.expand import check_param_kinds, expand
+from oellm_autoexp.sweep.filter import filter_points
 from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
 
 PLAN_FORMAT = 1
@@ -66,6 +67,7 @@ class PlanResult:
     store_sweep_json: bool = True
     # Backend files kept in the plan directory (e.g. the Megatron argument schema), by name.
     artifacts: Mapping[str, str] = field(default_factory=dict)
+    combinations: int = 0  # sweep combinations before `sweep.filter` (jobs = those kept)
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -91,7 +93,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     plan_dir = root / "plans" / plan_id
     _check_slurm_settings(config)
 
-    contexts = _job_contexts(config, root, dumped)
+    contexts, combinations = _job_contexts(config, root, dumped)
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
@@ -129,6 +131,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         config=dumped,
         store_sweep_json=config.sweep.store_sweep_json,
         artifacts=backend.plan_artifacts(),
+        combinations=combinations,
     )
 
 
@@ -233,9 +236,12 @@ def _check_slurm_settings(config: RootConfig) -> None:
         )
 
 
-def _job_contexts(config: RootConfig, root: Path, dumped: dict[str, Any]) -> list[JobContext]:
+def _job_contexts(
+    config: RootConfig, root: Path, dumped: dict[str, Any]
+) -> tuple[list[JobContext], int]:
     """Expand the sweep into JobContexts with deterministic ids and safe, unique names.
 
+    Returns the contexts of the combinations `sweep.filter` keeps, and how many there were.
     Derived values (`config.derived`) are resolved per job after its id and name are fixed and
     join its params, so they reach the backend and directives like swept values.
     """
@@ -244,6 +250,8 @@ def _job_contexts(config: RootConfig, root: Path, dumped: dict[str, Any]) -> lis
     base = dict(config.sweep.base)
     points = [{**base, **point} for point in expand(config.sweep.axes)]
     check_param_kinds(points)
+    combinations = len(points)
+    points = filter_points(config.sweep.filter, points)
     contexts = []
     seen_ids: dict[str, int] = {}
     seen_names: dict[str, int] = {}
@@ -291,7 +299,7 @@ def _job_contexts(config: RootConfig, root: Path, dumped: dict[str, Any]) -> lis
                 project=config.project.name,
             )
         )
-    return contexts
+    return contexts, combinations
 
 
 def _check_monitoring(config: RootConfig) -> None:

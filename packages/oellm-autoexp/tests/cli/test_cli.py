@@ -98,9 +98,9 @@ def test_submit_dry_run_prints_scripts_and_exact_commands_and_submits_nothing(
     assert f"# ---- {script}" in done.stdout
     assert script.read_text() in done.stdout
     assert f"sbatch --parsable {script}" in done.stdout.splitlines()
-    # sbatch was asked only for --test-only, never to submit
+    # sbatch was asked only for --test-only (and --version, for provenance.json), never to submit
     recorded = calls.read_text().splitlines()
-    assert recorded == [f"--test-only {script}"]
+    assert recorded == [f"--test-only {script}", "--version"]
     assert "sbatch --test-only accepted 1 of 1 script(s)" in done.stderr
 
 

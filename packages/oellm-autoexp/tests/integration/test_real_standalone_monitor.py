@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,6 @@ import yaml
 
 pytestmark = pytest.mark.slurm
 
-EXE = Path(sys.executable).with_name("oellm-autoexp")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
 JOB = """#!/bin/bash
 echo "step 1"
@@ -26,15 +23,7 @@ echo "TRAINING DONE"
 
 
 def _cli(cluster: Any, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(EXE), *args],
-        env={**os.environ, **cluster.env},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    return cluster.cli(*args, cwd=cwd)
 
 
 def _actions(stdout: str) -> list[tuple[str, str]]:

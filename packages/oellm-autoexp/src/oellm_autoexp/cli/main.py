@@ -7,6 +7,7 @@ pay for Hydra, OmegaConf, Jinja2 or any backend; commands import what they need 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,13 @@ def plan_command(
 @click.option(
     "--no-monitor", is_flag=True, help="Return after submission; monitor later with `monitor`."
 )
+@click.option(
+    "--yes",
+    "-y",
+    "assume_yes",
+    is_flag=True,
+    help="Submit without asking, even above scheduler.confirm_above_hours.",
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
@@ -116,14 +124,31 @@ def submit_command(
     test_only: str | None,
     dry_run: bool,
     no_monitor: bool,
+    assume_yes: bool,
 ) -> int:
     """Plan, then submit the scripts with sbatch and monitor the jobs.
 
+    Prints the GPU-hours the plan requests and asks before submitting more than
+    scheduler.confirm_above_hours (--yes: do not ask; no terminal: refused without --yes).
     With --dry-run: print every script and the exact sbatch commands; submit nothing.
     """
     result, notes = _plan(config, overrides, config_dir, test_only)
     for note in notes:
         click.echo(note, err=True)
+    # --- cost gate (oellm_autoexp.plan_cost) ---
+    from oellm_autoexp.plan_cost import confirm_cost, plan_cost
+
+    cost = plan_cost(result.plan)
+    click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
+    if not dry_run:
+        confirm_cost(
+            cost,
+            result.config.get("scheduler", {}).get("confirm_above_hours"),
+            assume_yes=assume_yes,
+            interactive=sys.stdin.isatty(),
+            ask=lambda question: click.confirm(question, default=False, err=True),
+        )
+    # --- end cost gate ---
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
@@ -163,7 +188,17 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
     console.print(table)
     if len(jobs) < len(plan.jobs):
         console.print(f"... and {len(plan.jobs) - len(jobs)} more (--all lists every job)")
-    console.print(f"artifacts: {plan.plan_dir}  (plan.json, sweep.json, config.yaml, scripts/)")
+    # --- sweep.filter and cost lines (oellm_autoexp.sweep.filter, oellm_autoexp.plan_cost) ---
+    from oellm_autoexp.plan_cost import plan_cost
+
+    if result.config.get("sweep", {}).get("filter"):
+        console.print(f"sweep.filter: {len(plan.jobs)} of {result.combinations} combinations kept")
+    console.print(f"cost: {plan_cost(plan).describe()}")
+    # --- end ---
+    console.print(
+        f"artifacts: {plan.plan_dir}  (plan.json, provenance.json, sweep.json, config.yaml, "
+        "scripts/)"
+    )
 
 
 def _short(value: Any) -> str:

@@ -243,10 +243,16 @@ def status_command(
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK
     from oellm_autoexp import api
+    from oellm_autoexp.provenance import provenance_path
 
     _print_status(api.status(store, session_ids=ids))
+    sessions = [store.load(sid) for sid in ids]
+    for session in sessions:  # where each session's plan came from
+        record = provenance_path(session.plan)
+        if record is not None:
+            click.echo(f"session {session.session_id}: provenance {record}")
     if job_name is not None:
-        _print_job_details([store.load(sid) for sid in ids], job_name)
+        _print_job_details(sessions, job_name)
     return EXIT_OK
 
 

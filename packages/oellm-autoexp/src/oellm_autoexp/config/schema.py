@@ -39,6 +39,9 @@ class SweepConfig(ConfigInterface):
 
     axes: Any = field(default_factory=dict)
     base: dict[str, Any] = field(default_factory=dict)
+    # Expression(s) over the params that a combination must satisfy to be kept (see
+    # `sweep.filter`); a string or a list of strings, checked there (hence Any).
+    filter: Any = None
     # str.format template over the job's params (dots -> underscores), job_id, index, project.
     name_template: str = "{project}_{job_id}"
     store_sweep_json: bool = True
@@ -89,6 +92,9 @@ class SchedulerConfig(ConfigInterface):
 
     max_jobs: int | None = None
     submit_rate_limit_seconds: float | None = None
+    # `submit` asks before queueing a plan that requests more GPU-hours (node-hours for jobs
+    # without GPUs) than this; `--yes` skips the question; null never asks.
+    confirm_above_hours: float | None = 1000.0
 
 
 @dataclass

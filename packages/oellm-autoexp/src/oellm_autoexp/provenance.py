@@ -1,0 +1,231 @@
+"""`provenance.json`: where a plan came from, written next to its `plan.json`.
+
+The record answers "what exactly produced these jobs?" months later: the config as given (file,
+overrides, the file's text) and as resolved, the git commit and uncommitted diff of the
+config's repository and of the backend's source checkout (Megatron-LM, `backend.megatron_path`)
+when they are git work trees, the versions of the packages that shaped the plan, the SLURM
+version, host, user and time.
+
+Collecting is best effort and bounded: each external command has a timeout, a failure becomes
+an ``"error"`` entry in the record instead of failing the plan, and a diff is cut at
+`MAX_DIFF_BYTES` (with ``"diff_truncated": true``). Package versions come from installed
+metadata, so torch or Megatron are never imported.
+
+Re-planning an unchanged config reuses its plan directory (the plan id is a hash of the
+resolved config). The earlier record is then kept as ``provenance-<its time>.json`` before the
+new one is written: the code behind jobs submitted from the earlier plan stays on record.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import shlex
+import shutil
+import socket
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PROVENANCE_FILE = "provenance.json"
+FORMAT = 1
+MAX_DIFF_BYTES = 1_000_000
+COMMAND_TIMEOUT_S = 15.0  # git on a large work tree
+SLURM_TIMEOUT_S = 5.0  # `sbatch --version` answers at once, or hangs on DNS / config lookups
+# Distributions whose versions decide what a plan contains (metadata only: nothing imported).
+PACKAGES = (
+    "oellm-autoexp",
+    "compoconf",
+    "hydra-core",
+    "omegaconf",
+    "jinja2",
+    "pyyaml",
+    "click",
+    "megatron-core",
+    "torch",
+)
+
+Runner = Callable[[Sequence[str], Path | None], subprocess.CompletedProcess[str]]
+
+
+def _run(argv: Sequence[str], cwd: Path | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        list(argv),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=COMMAND_TIMEOUT_S if argv[0] == "git" else SLURM_TIMEOUT_S,
+        check=False,
+        env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+    )
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """The config as the user gave it."""
+
+    ref: str  # the YAML path or "<config dir>/<name>.yaml"
+    overrides: tuple[str, ...] = ()
+    config_dir: str | None = None
+
+
+def collect_provenance(
+    source: ConfigSource,
+    resolved: Mapping[str, Any],
+    *,
+    plan_id: str,
+    submit_cmd: str = "sbatch",
+    run: Runner = _run,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> dict[str, Any]:
+    """The provenance record of one plan (see module docs); `run` executes git / sbatch."""
+    config_path = Path(source.ref)
+    text: str | None = None
+    if config_path.is_file():
+        try:
+            text = config_path.read_text(encoding="utf-8")
+        except OSError as exc:
+            text = f"<unreadable: {exc.strerror or exc}>"
+    repos: dict[str, Any] = {"config": git_state(config_path.resolve().parent, run=run)}
+    for name, directory in backend_sources(resolved).items():
+        repos[name] = git_state(Path(directory).expanduser(), run=run)
+    return {
+        "format": FORMAT,
+        "plan_id": plan_id,
+        "created": now().isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "user": _user(),
+        "python": platform.python_version(),
+        "config": {
+            "ref": source.ref,
+            "cwd": str(Path.cwd()),  # a relative `ref` and output dir are relative to it
+            "overrides": list(source.overrides),
+            "config_dir": source.config_dir,
+            "text": text,
+        },
+        "resolved_config": dict(resolved),
+        "git": repos,
+        "packages": package_versions(),
+        "slurm": slurm_version(submit_cmd, run=run),
+    }
+
+
+def backend_sources(resolved: Mapping[str, Any]) -> dict[str, str]:
+    """Source checkouts the backend runs from, by name (today: ``backend.megatron_path``)."""
+    backend = resolved.get("backend")
+    if not isinstance(backend, Mapping):
+        return {}
+    path = backend.get("megatron_path")
+    return {"backend.megatron_path": str(path)} if path else {}
+
+
+def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
+    """Commit, branch, dirty files and uncommitted diff of the git tree holding `directory`.
+
+    ``{"git": false}`` when `directory` is not inside a work tree (or git is not installed).
+    """
+    if shutil.which("git") is None:
+        return {"path": str(directory), "git": False, "error": "git is not installed"}
+    if not directory.is_dir():
+        return {"path": str(directory), "git": False, "error": "no such directory"}
+    try:
+        top = run(["git", "rev-parse", "--show-toplevel"], directory)
+        if top.returncode != 0:
+            return {"path": str(directory), "git": False}
+        root = Path(top.stdout.strip())
+        head = run(["git", "rev-parse", "--verify", "-q", "HEAD"], root)
+        branch = run(["git", "rev-parse", "--abbrev-ref", "HEAD"], root)
+        status = run(["git", "status", "--porcelain=v1", "--untracked-files=normal"], root)
+        # Against HEAD: staged and unstaged changes together (an unborn branch has no HEAD).
+        has_head = head.returncode == 0
+        diff = run(["git", "diff", "HEAD" if has_head else "--cached", "--no-color"], root)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"path": str(directory), "git": True, "error": f"git failed: {exc}"}
+    changed = [line for line in status.stdout.splitlines() if line.strip()]
+    patch = diff.stdout
+    truncated = len(patch.encode()) > MAX_DIFF_BYTES
+    if truncated:
+        patch = patch.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
+    return {
+        "path": str(directory),
+        "git": True,
+        "root": str(root),
+        "commit": head.stdout.strip() if has_head else None,
+        "branch": branch.stdout.strip() if branch.returncode == 0 else None,
+        "dirty": bool(changed),
+        "changed_files": changed,
+        "diff": patch,
+        "diff_truncated": truncated,
+    }
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
+    """Installed versions by distribution name (None: not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def slurm_version(submit_cmd: str = "sbatch", *, run: Runner = _run) -> dict[str, Any]:
+    """``sbatch --version`` (e.g. ``slurm 22.05.8``), or why it is unknown."""
+    argv = shlex.split(submit_cmd)
+    if not argv or shutil.which(argv[0]) is None:
+        return {"version": None, "error": f"{argv[0] if argv else submit_cmd!r} is not on PATH"}
+    try:
+        done = run([*argv, "--version"], None)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"version": None, "error": f"{argv[0]} --version failed: {exc}"}
+    if done.returncode != 0:
+        return {"version": None, "error": " ".join(done.stderr.split()) or "non-zero exit"}
+    return {"version": done.stdout.strip()}
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return str(os.getuid())
+
+
+def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
+    """Write `record` to ``<plan_dir>/provenance.json`` atomically; keep an earlier record.
+
+    An existing record (from an earlier plan of the same config) is renamed to
+    ``provenance-<its created time>.json`` first, never overwritten.
+    """
+    import json
+
+    from oellm_autoexp.atomic import write_json_atomic
+
+    path = plan_dir / PROVENANCE_FILE
+    if path.exists():
+        try:
+            created = str(json.loads(path.read_text())["created"])
+        except (OSError, ValueError, KeyError, TypeError):
+            created = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+        stamp = "".join(c for c in created if c.isalnum())
+        kept = plan_dir / f"provenance-{stamp}.json"
+        number = 1
+        while kept.exists():  # two plans within one second
+            number += 1
+            kept = plan_dir / f"provenance-{stamp}-{number}.json"
+        path.rename(kept)
+    return write_json_atomic(path, dict(record))
+
+
+def provenance_path(plan: Mapping[str, Any]) -> Path | None:
+    """The provenance file of a plan (its ``to_dict`` form), if it was written."""
+    plan_dir = plan.get("plan_dir")
+    if not plan_dir:
+        return None
+    path = Path(str(plan_dir)) / PROVENANCE_FILE
+    return path if path.is_file() else None
