@@ -33,6 +33,7 @@ from oellm_autoexp.slurm.render import (
     check_extra_directives,
     directive_lines,
 )
+from oellm_autoexp.slurm.topology import with_world_sizes
 from oellm_autoexp.sweep.expand import check_param_kinds, expand
 from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
 
@@ -90,7 +91,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     plan_dir = root / "plans" / plan_id
     _check_slurm_settings(config)
 
-    contexts = _job_contexts(config, root)
+    contexts = with_world_sizes(config.slurm, _job_contexts(config, root))
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
@@ -116,6 +117,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         submit_cmd=config.slurm.submit_cmd,
         jobs=done_jobs,
         scripts=tuple(script_plans),
+        validation=backend.validation_record(),
     )
     sweep = [
         {"job_id": c.job_id, "name": c.name, "index": c.index, "params": dict(c.params)}

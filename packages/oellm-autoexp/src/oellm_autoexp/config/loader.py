@@ -331,6 +331,9 @@ _UNDEFINED = re.compile(
     r"in data .* at key (?P<key>\S*) for <class '(?P<cls>[^']+)'>: (?P<fields>\[.*\])$",
     re.S,
 )
+_CLASS_MISMATCH = re.compile(
+    r"Bad data (?P<name>\S+)/config_class (?P<cls>\S+) match\.?(?: at key:? (?P<key>\S+))?"
+)
 _EXPECTED = re.compile(r"^(?P<what>Expected .*?) at key (?P<key>\S+)")
 _ANY_OF = re.compile(r"^Could not parse into any of \((?P<types>.*?)\) at key: (?P<key>\S+)")
 _NOT_PARSED = re.compile(r"^Could not parse (?P<value>.*) in (?P<type>\w+) at key:? (?P<key>\S+)")
@@ -347,6 +350,14 @@ def translate_parse_error(exc: Exception, source: str | None) -> ConfigError:
     match = _UNDEFINED.search(text)
     if match:
         return _key_set_error(match, source)
+    match = _CLASS_MISMATCH.search(text)
+    if match:  # a class_name that is not the config class expected at that key
+        return ConfigError(
+            f"class_name {match['name']!r} does not name {match['cls']} (the implementation "
+            "expected here; a sweep cannot switch it)",
+            key=f"{match['key']}.class_name" if match["key"] else None,
+            file=source,
+        )
     for pattern, render in _SCALAR_ERRORS:
         match = pattern.search(text)
         if match:
