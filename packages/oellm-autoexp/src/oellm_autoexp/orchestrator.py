@@ -26,6 +26,7 @@ from oellm_autoexp.backends.base import (
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.plan import ArrayTask, JobPlan, Plan, ScriptPlan
+from oellm_autoexp.slurm.distributed import check_one_world
 from oellm_autoexp.slurm.render import (
     Renderer,
     ScriptSpec,
@@ -103,6 +104,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     )
     job_directives = [_job_directives(config, ctx, base_directives) for ctx in contexts]
     launches = [backends[i].build_launch(ctx) for i, ctx in enumerate(contexts)]
+    check_one_world(config.slurm, contexts, launches)
 
     renderer = Renderer(config.slurm, plan_id=plan_id)
     jobs, script_plans, texts = _assemble(

@@ -123,7 +123,7 @@ def _resolve_plain(raw: Any, overrides: Sequence[str], *, source: str) -> dict[s
     for override in overrides:
         _apply_override(cfg, override, source=source)
     try:
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except OmegaConfBaseException as exc:
         raise _omegaconf_error(exc, source) from None
     assert isinstance(data, dict)
@@ -188,7 +188,7 @@ def _compose(
     try:
         with initialize_config_dir(config_dir=str(directory), version_base=None):
             cfg = compose(config_name=name, overrides=list(overrides))
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as exc:
         _raise_malformed_yaml_in(directory)
         if isinstance(exc, OmegaConfBaseException) and getattr(exc, "full_key", None):
@@ -220,7 +220,16 @@ def _hydra_message(exc: Exception) -> str:
 
 
 def _omegaconf_error(exc: Exception, source: str) -> ConfigError:
+    from omegaconf.errors import MissingMandatoryValue
+
     key = getattr(exc, "full_key", None) or None
+    if isinstance(exc, MissingMandatoryValue) and key:
+        # `???` in a preset marks a value only the user knows (e.g. the cluster account)
+        return ConfigError(
+            f"required value is not set ('???' in the config); set it, e.g. {key}=<value>",
+            key=str(key),
+            file=source,
+        )
     message = getattr(exc, "msg", None) or _first_line(exc)
     return ConfigError(_first_line(message), key=str(key) if key else None, file=source)
 
