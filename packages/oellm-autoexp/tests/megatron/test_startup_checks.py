@@ -9,16 +9,11 @@ that repeat a configured key, values equal to Megatron's defaults, `--no-*` flag
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import importlib.util
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +22,7 @@ import pytest
 
 from oellm_autoexp.backends.base import BackendInterface, JobContext
 from oellm_autoexp.backends.megatron import MegatronBackend, MegatronBackendConfig
-from oellm_autoexp.backends.megatron.argspec import ArgSchema, schema_from_parser
+from oellm_autoexp.backends.megatron.argspec import ArgSchema
 from oellm_autoexp.backends.megatron.rules import check_rules
 from oellm_autoexp.errors import ConfigError
 
@@ -73,26 +68,6 @@ def _rejected(backend: MegatronBackend, *jobs: JobContext) -> ConfigError:
         backend.validate(list(jobs) or [_job()])
     assert "\n" not in str(err.value)
     return err.value
-
-
-@pytest.fixture
-def schema_file(tmp_path: Path) -> Path:
-    """The stand-in parser's schema, dumped as on a host where Megatron imports.
-
-    Loaded from its file, not from sys.path, so that `megatron_absent` still holds.
-    """
-    spec = importlib.util.spec_from_file_location(
-        "stand_in_arguments", STAND_IN / "megatron" / "training" / "arguments.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        spec.loader.exec_module(module)
-    parser = module.add_megatron_arguments(argparse.ArgumentParser())
-    path = tmp_path / "megatron-args.json"
-    path.write_text(schema_from_parser(parser, origin="stand-in").to_json(), encoding="utf-8")
-    return path
 
 
 def _megatron_argv(argv: tuple[str, ...]) -> list[str]:

@@ -28,7 +28,11 @@ LAUNCHERS = {
     "python": "backend.argv=[python3,train.py]",
 }
 # What a user fills in for every preset that leaves it open (`???`).
-FILLED = ["+slurm.sbatch.account=my_budget", "+slurm.sbatch.partition=gpu"]
+FILLED = [
+    "+slurm.sbatch.account=my_budget",
+    "+slurm.sbatch.partition=gpu",
+    "+slurm.sbatch.qos=acc_debug",
+]
 
 
 def _fills(preset: str) -> list[str]:
