@@ -24,6 +24,7 @@ from oellm_autoexp.backends.base import BackendInterface, JobContext
 from oellm_autoexp.backends.megatron import MegatronBackend, MegatronBackendConfig
 from oellm_autoexp.backends.megatron.argspec import ArgSchema
 from oellm_autoexp.backends.megatron.rules import check_rules
+from oellm_autoexp.backends.megatron.runtime import namespace_for
 from oellm_autoexp.errors import ConfigError
 
 STAND_IN = Path(__file__).resolve().with_name("stand_in")
@@ -86,6 +87,8 @@ def test_rules_refuse_options_that_exclude_each_other(schema: ArgSchema) -> None
     assert warmup is not None and warmup.dest == "lr_warmup_iters"
     # the warm-up iterations at their default (0) do not count as set
     assert check_rules({**ARGS, "lr_warmup_fraction": 0.1}, schema, world_size=8) is None
+    floor = check_rules({**ARGS, "min_lr": 1e-2}, schema, world_size=8)
+    assert floor is not None and floor.dest == "min_lr" and "min_lr <= lr" in floor.message
 
 
 def test_rules_check_parallel_sizes_and_batch_against_the_world_size(schema: ArgSchema) -> None:
@@ -168,6 +171,11 @@ def test_validate_args_runs_once_per_distinct_argument_set(
         return real(args, defaults or {})
 
     monkeypatch.setattr(module, "validate_args", counting)
+    parser = backend.argument_source().parser
+    assert parser is not None
+    parses: list[Any] = []
+    real_parse = parser.parse_args
+    monkeypatch.setattr(parser, "parse_args", lambda a: parses.append(a) or real_parse(a))
     # 4 learning rates x 5 seeds (free params: same argv) x 2 world sizes = 40 jobs, 8 sets
     jobs = [
         _job({"backend.megatron.lr": lr, "seed": seed}, index=i, world=world)
@@ -183,6 +191,25 @@ def test_validate_args_runs_once_per_distinct_argument_set(
     for job in jobs:  # building the commands afterwards validates nothing again
         backend.build_launch(job)
     assert len(seen) == 8
+    assert len(parses) == 1  # one argv shape: each set's namespace is derived, not re-parsed
+
+
+def test_derived_namespace_is_what_megatrons_parser_returns(megatron_importable: Path) -> None:
+    backend = _backend({"data_path": [0.5, "/a", 0.5, "/b"], "attention_backend": "flash"})
+    source = backend.argument_source()
+    assert source.parser is not None
+    base = _job({"backend.megatron.lr": 1e-4})
+    backend.validate([base])
+    (shape,) = source.parsed_shapes
+    for values in (
+        {"lr": 3e-4, "micro_batch_size": 4, "global_batch_size": 32},
+        {"lr": 1.5e-3, "data_path": [0.25, "/c", 0.75, "/d"], "seq_length": 64},
+    ):
+        job = _job({f"backend.megatron.{k}": v for k, v in values.items()}, index=1)
+        argv = _megatron_argv(backend.build_launch(job).argv)
+        normalised = source.argv_memo[next(reversed(source.argv_memo))][1]
+        derived = namespace_for(source.parsed_shapes[shape], normalised, source.schema)
+        assert vars(derived) == vars(source.parser.parse_args(argv))
 
 
 def test_megatron_output_is_captured_and_logged(

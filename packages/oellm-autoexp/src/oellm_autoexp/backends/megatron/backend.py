@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from oellm_autoexp.backends.megatron.cmdline import (
     serialise_tokens,
 )
 from oellm_autoexp.backends.megatron.rules import PARALLEL_SIZES, check_rules
-from oellm_autoexp.backends.megatron.runtime import validate_with_megatron
+from oellm_autoexp.backends.megatron.runtime import namespace_for, validate_with_megatron
 from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
 from oellm_autoexp.backends.megatron.source import log as megatron_log
 from oellm_autoexp.backends.megatron.validate import normalise_args
@@ -190,8 +190,8 @@ class MegatronBackend(BackendInterface):
             if cached is None:
                 cached = self._checked_argv(source, args, extra)
                 source.argv_memo[memo_key] = cached
-            argv, normalised = cached
-            self._check_startup(source, job, argv, normalised, fields_)
+            argv, normalised, shape = cached
+            self._check_startup(source, job, argv, normalised, shape, fields_)
         except ConfigError as exc:
             if self._varies_per_job(exc.key, job):
                 raise ConfigError(
@@ -202,7 +202,7 @@ class MegatronBackend(BackendInterface):
 
     def _checked_argv(
         self, source: ArgumentSource, args: Mapping[str, Any], extra: tuple[str, ...]
-    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+    ) -> tuple[tuple[str, ...], dict[str, Any], Hashable]:
         """Normalise, serialise and (with Megatron's parser) parse one argument set."""
         normalised = normalise_args(
             args, source.schema, key_prefix=ARGS_KEY, other_keys=_config_field_names()
@@ -210,18 +210,16 @@ class MegatronBackend(BackendInterface):
         check_extra_args(extra, normalised, source.schema, key=f"{KEY}.extra_args")
         tokens = serialise_tokens(normalised, source.schema)
         argv = (*(t for _, spec_tokens in tokens for t in spec_tokens), *extra)
-        if source.parser is not None:
-            shape = parse_outcome_key(tokens, extra)
-            if shape not in source.parsed_shapes:
-                check_with_parser(
-                    source.parser,
-                    argv,
-                    source.schema,
-                    key_prefix=ARGS_KEY,
-                    extra_key=f"{KEY}.extra_args",
-                )
-                source.parsed_shapes.add(shape)
-        return argv, normalised
+        shape = parse_outcome_key(tokens, extra)
+        if source.parser is not None and shape not in source.parsed_shapes:
+            source.parsed_shapes[shape] = check_with_parser(
+                source.parser,
+                argv,
+                source.schema,
+                key_prefix=ARGS_KEY,
+                extra_key=f"{KEY}.extra_args",
+            )
+        return argv, normalised, shape
 
     def _check_startup(
         self,
@@ -229,6 +227,7 @@ class MegatronBackend(BackendInterface):
         job: JobContext,
         argv: tuple[str, ...],
         normalised: Mapping[str, Any],
+        shape: Hashable,
         fields_: Mapping[str, Any],
     ) -> None:
         """What Megatron checks at start-up, once per distinct (argv, world size, env).
@@ -250,8 +249,7 @@ class MegatronBackend(BackendInterface):
         if source.parser is not None and source.module is not None and self.config.validate_args:
             verdict = validate_with_megatron(
                 source.module,
-                source.parser,
-                argv,
+                namespace_for(source.parsed_shapes[shape], normalised, source.schema),
                 world_size=job.world_size or _model_parallel_size(normalised, source),
                 env=env,
             )

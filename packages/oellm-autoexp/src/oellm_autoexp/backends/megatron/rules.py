@@ -6,6 +6,7 @@ the micro-batch calculator it feeds) asserts at start-up, i.e. after the queue w
 
 - options that exclude each other (`EXCLUSIVE`): ``fp16`` / ``bf16``; ``lr_warmup_fraction``
   with ``lr_warmup_iters`` or ``lr_warmup_samples``; ``train_iters`` / ``train_samples``;
+- ``min_lr`` not above ``lr``;
 - sizes: tensor x pipeline x context parallel size divides the world size, and the global batch
   size is a multiple of micro batch size x data-parallel size (world / (TP x PP x CP)).
 
@@ -79,6 +80,12 @@ def check_rules(
             and _is_set(value(second))
         ):
             return RuleViolation(second if second in args else first, why)
+    lr, min_lr = value("lr"), value("min_lr")
+    if isinstance(lr, float) and isinstance(min_lr, float) and min_lr > lr:
+        return RuleViolation(
+            "min_lr" if "min_lr" in args else "lr",
+            f"min_lr {min_lr!r} is above lr {lr!r}; Megatron requires min_lr <= lr",
+        )
     sizes = [(dest, value(dest)) for dest in PARALLEL_SIZES if dest in schema]
     model = 1
     for _, size in sizes:

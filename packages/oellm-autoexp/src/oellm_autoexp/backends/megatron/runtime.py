@@ -20,18 +20,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
+import functools
 import importlib
 import linecache
 import os
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from oellm_autoexp.backends.megatron.argspec import ArgSchema
 from oellm_autoexp.backends.megatron.source import captured_output
 
 _ARGS_ATTR = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
@@ -55,15 +58,43 @@ class _DeviceQueryError(Exception):
     """validate_args asked for GPU properties on a machine without a GPU."""
 
 
+def namespace_for(
+    shape_namespace: argparse.Namespace, normalised: Mapping[str, Any], schema: ArgSchema
+) -> argparse.Namespace:
+    """What Megatron's parser returns for this argument set, without parsing it again.
+
+    `shape_namespace` is the parser's result for an argv of the same shape
+    (`cmdline.parse_outcome_key`): the same options, the same flags, custom-typed values and
+    `extra_args` token for token. The values that differ between such argvs are ones the schema
+    checks completely (int, float, str, bool, their lists), and for those the parser returns the
+    normalised value itself (the round-trip property of `cmdline`, property-tested), so they are
+    set directly.
+    """
+    # validate_args assigns attributes and may edit lists/dicts in place: copy those, share the
+    # rest (scalars, enums, functions) as a deep copy would have to anyway.
+    namespace = argparse.Namespace(
+        **{
+            k: copy.copy(v) if isinstance(v, list | dict | set) else v
+            for k, v in vars(shape_namespace).items()
+        }
+    )
+    for dest, value in normalised.items():
+        spec = schema.get(dest)
+        if spec is None or spec.value_type == "custom" or spec.kind not in ("value", "list"):
+            continue  # identical in every argv of this shape
+        setattr(namespace, dest, list(value) if isinstance(value, list | tuple) else value)
+    return namespace
+
+
 def validate_with_megatron(
     module: str,
-    parser: argparse.ArgumentParser,
-    argv: Sequence[str],
+    namespace: argparse.Namespace,
     *,
     world_size: int,
     env: Mapping[str, str],
 ) -> Verdict | None:
-    """Run `module.validate_args` on `argv` as a job of `world_size` processes would.
+    """Run `module.validate_args` on a parsed `namespace` (not shared: it is modified) as a job
+    of `world_size` processes would.
 
     Returns None when the module has no `validate_args` (nothing to run).
     """
@@ -71,8 +102,6 @@ def validate_with_megatron(
     validate = getattr(mod, "validate_args", None)
     if not callable(validate):
         return None
-    with captured_output("Megatron parse_args", log_prints=False):
-        namespace = parser.parse_args(list(argv))
     # What Megatron's parse_args adds after parsing (rank and world size from torchrun's env).
     namespace.rank = 0
     namespace.world_size = world_size
@@ -98,21 +127,30 @@ def validate_with_megatron(
         return _check_microbatches(namespace)
 
 
+@functools.cache
+def _microbatch_builder() -> Callable[..., Any] | str:
+    """Megatron's calculator builder, or why there is none (looked up once per process)."""
+    try:
+        module = importlib.import_module(_MICROBATCHES_MODULE)
+    except ImportError:
+        return f"{_MICROBATCHES_MODULE} is not importable"
+    build = getattr(module, "_build_num_microbatches_calculator", None)
+    if not callable(build):
+        return f"{_MICROBATCHES_MODULE} has no calculator builder"
+    return build  # type: ignore[no-any-return]
+
+
 # Megatron's start-up builds this right after validate_args (set_global_variables); its
 # constructor asserts that the global batch is a multiple of micro batch x data-parallel size.
 _MICROBATCHES_MODULE = "megatron.core.num_microbatches_calculator"
 
 
 def _check_microbatches(namespace: argparse.Namespace) -> Verdict:
-    # Without Megatron's calculator the batch rule is not checked by Megatron: say so, so that
-    # the caller checks the documented rules instead.
-    try:
-        module = importlib.import_module(_MICROBATCHES_MODULE)
-    except ImportError:
-        return Verdict(stopped_at=f"{_MICROBATCHES_MODULE} is not importable")
-    build = getattr(module, "_build_num_microbatches_calculator", None)
-    if not callable(build):
-        return Verdict(stopped_at=f"{_MICROBATCHES_MODULE} has no calculator builder")
+    build = _microbatch_builder()
+    if isinstance(build, str):
+        # Without Megatron's calculator the batch rule is not checked by Megatron: say so, so
+        # that the caller checks the documented rules instead.
+        return Verdict(stopped_at=build)
     try:
         build(
             0,

@@ -42,9 +42,9 @@ class MegatronUnavailableError(Exception):
 class ArgumentSource:
     """A schema plus, when Megatron-LM itself was importable, its parser for a final check.
 
-    `parsed_shapes` remembers which argv shapes the parser already accepted (see
-    `cmdline.parse_outcome_key`) and `argv_memo` the argv built for given arguments, so that a
-    10,000-point sweep runs the parser a handful of times, not 10,000 times.
+    `parsed_shapes` remembers which argv shapes the parser already accepted, with the namespace
+    it produced (see `cmdline.parse_outcome_key`), and `argv_memo` the argv built for given
+    arguments, so that a 10,000-point sweep runs the parser a handful of times, not 10,000.
     """
 
     schema: ArgSchema
@@ -56,8 +56,10 @@ class ArgumentSource:
     module: str | None = None
     # (argv, world size, env) sets already run through validate_args / the static rules.
     validated: set[Hashable] = field(default_factory=set, compare=False, repr=False)
-    parsed_shapes: set[Hashable] = field(default_factory=set, compare=False, repr=False)
-    argv_memo: dict[Hashable, tuple[tuple[str, ...], dict[str, Any]]] = field(
+    parsed_shapes: dict[Hashable, argparse.Namespace] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    argv_memo: dict[Hashable, tuple[tuple[str, ...], dict[str, Any], Hashable]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -262,5 +264,8 @@ def _load_schema(schema_file: str, key_prefix: str) -> ArgSchema:
 
 def clear_caches() -> None:
     """Forget loaded parsers and resolved sources (tests that change what is importable)."""
+    from oellm_autoexp.backends.megatron.runtime import _microbatch_builder
+
     _load_parser.cache_clear()
     resolve_source.cache_clear()
+    _microbatch_builder.cache_clear()
