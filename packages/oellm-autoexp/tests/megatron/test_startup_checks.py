@@ -351,3 +351,23 @@ def test_cli_plan_json_records_what_validated_the_plan(tmp_path: Path) -> None:
     assert record["validated_by"] == "megatron"
     assert record["module"] == "megatron.training.arguments"
     assert record["module_file"].startswith(str(STAND_IN))
+
+
+def test_a_class_name_the_sweep_cannot_switch_is_one_line_with_its_key(tmp_path: Path) -> None:
+    from oellm_autoexp.config.loader import load_config
+    from oellm_autoexp.orchestrator import build_plan
+
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "project": {"name": "p", "base_output_dir": str(tmp_path)},
+                "backend": {"class_name": "CommandBackend", "argv": ["echo"]},
+                "sweep": {"axes": {"backend.class_name": ["MegatronBackendx"]}},
+            }
+        )
+    )
+    with pytest.raises(ConfigError) as err:
+        build_plan(load_config(str(config), []).root)
+    assert err.value.key == "backend.class_name"
+    assert err.value.detail.startswith("class_name 'MegatronBackendx' does not name CommandBackend")
