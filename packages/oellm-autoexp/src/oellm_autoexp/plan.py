@@ -139,6 +139,8 @@ class Plan:
     jobs: tuple[JobPlan, ...]
     scripts: tuple[ScriptPlan, ...]
     warnings: tuple[str, ...] = field(default=())
+    # What validated the backend arguments (e.g. Megatron's parser and commit, or a schema file).
+    validation: Mapping[str, Any] = field(default_factory=dict)
 
     def job(self, job_id: str) -> JobPlan:
         """The job with that id (KeyError if none)."""
@@ -162,6 +164,7 @@ class Plan:
             "jobs": [job.to_dict() for job in self.jobs],
             "scripts": [script.to_dict() for script in self.scripts],
             "warnings": list(self.warnings),
+            "validation": dict(self.validation),
         }
 
     @classmethod
@@ -176,4 +179,5 @@ class Plan:
             jobs=tuple(JobPlan.from_dict(j) for j in data["jobs"]),
             scripts=tuple(ScriptPlan.from_dict(s) for s in data["scripts"]),
             warnings=tuple(str(w) for w in data.get("warnings", ())),
+            validation=dict(data.get("validation") or {}),
         )

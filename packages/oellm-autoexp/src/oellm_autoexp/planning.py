@@ -26,6 +26,7 @@ from oellm_autoexp.backends.per_job import per_job_backends
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.plan import ArrayTask, JobPlan, Plan, ScriptPlan
+from oellm_autoexp.slurm.distributed import check_one_world
 from oellm_autoexp.slurm.render import (
     Renderer,
     ScriptSpec,
@@ -33,6 +34,7 @@ from oellm_autoexp.slurm.render import (
     check_extra_directives,
     directive_lines,
 )
+from oellm_autoexp.slurm.topology import with_world_sizes
 from oellm_autoexp.sweep.expand import check_param_kinds, expand
 from oellm_autoexp.sweep.filter import filter_points
 from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
@@ -94,6 +96,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     _check_slurm_settings(config)
 
     contexts, combinations = _job_contexts(config, root, dumped)
+    contexts = with_world_sizes(config.slurm, contexts)
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
@@ -105,6 +108,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     )
     job_directives = [_job_directives(config, ctx, base_directives) for ctx in contexts]
     launches = [backends[i].build_launch(ctx) for i, ctx in enumerate(contexts)]
+    check_one_world(config.slurm, contexts, launches)
 
     renderer = Renderer(config.slurm, plan_id=plan_id)
     jobs, script_plans, texts = _assemble(
@@ -119,6 +123,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         submit_cmd=config.slurm.submit_cmd,
         jobs=done_jobs,
         scripts=tuple(script_plans),
+        validation=backend.validation_record(),
     )
     sweep = [
         {"job_id": c.job_id, "name": c.name, "index": c.index, "params": dict(c.params)}

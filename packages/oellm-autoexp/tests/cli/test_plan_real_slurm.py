@@ -49,7 +49,14 @@ def test_example_scripts_pass_sbatch_test_only(
 
 def test_sbatch_test_only_really_checks_the_cluster(slurm_cluster: Any, tmp_path: Path) -> None:
     # The booster profile asks for a partition this cluster does not have.
-    done = plan(slurm_cluster, ["autoexp", "slurm=juwels_booster"], tmp_path)
+    booster = [
+        "autoexp",
+        "slurm=juwels_booster",
+        "slurm.sbatch.account=my_budget",
+        "slurm.sbatch.partition=booster",
+        "backend.argv=[torchrun,train.py]",  # mode torchrun needs a torchrun command
+    ]
+    done = plan(slurm_cluster, booster, tmp_path)
     assert done.returncode == 1
     assert "sbatch --test-only rejected the script" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

@@ -174,7 +174,15 @@ def test_missing_config_file_is_a_config_error(tmp_path: Path) -> None:
 SAMPLES = {
     "hello_sweep": (str(EXAMPLES / "hello_sweep.yaml"), []),
     "autoexp_default": ("autoexp", []),
-    "autoexp_booster_grid": ("autoexp", ["slurm=juwels_booster", "sweep=lr_grid"]),
+    "autoexp_booster_grid": (
+        "autoexp",
+        [
+            "slurm=juwels_booster",
+            "sweep=lr_grid",
+            "slurm.sbatch.account=my_budget",
+            "slurm.sbatch.partition=booster",
+        ],
+    ),
     "autoexp_monitored": ("autoexp", ["monitoring=log", "restart=selective", "slurm=local"]),
 }
 
@@ -183,7 +191,6 @@ SAMPLES = {
 def test_dump_config_round_trips_and_matches_golden(
     sample: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("SLURM_ACCOUNT", raising=False)  # juwels_booster reads it via oc.env
     ref, overrides = SAMPLES[sample]
     root = load_config(ref, overrides).root
     dumped = dump_config(root)

@@ -8,7 +8,11 @@ for the real one. It is never on sys.path outside these fixtures.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import io
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,3 +63,23 @@ def parser(megatron_importable: Path) -> argparse.ArgumentParser:
 def schema(parser: argparse.ArgumentParser) -> ArgSchema:
     """The schema of the stand-in parser."""
     return schema_from_parser(parser, origin="stand-in Megatron parser")
+
+
+@pytest.fixture
+def schema_file(tmp_path: Path) -> Path:
+    """The stand-in parser's schema, dumped as on a host where Megatron imports.
+
+    Loaded from its file, not from sys.path, so that `megatron_absent` still holds.
+    """
+    spec = importlib.util.spec_from_file_location(
+        "stand_in_arguments", STAND_IN / "megatron" / "training" / "arguments.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        spec.loader.exec_module(module)
+    parser = module.add_megatron_arguments(argparse.ArgumentParser())
+    path = tmp_path / "megatron-args.json"
+    path.write_text(schema_from_parser(parser, origin="stand-in").to_json(), encoding="utf-8")
+    return path

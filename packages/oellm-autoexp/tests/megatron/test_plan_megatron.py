@@ -235,12 +235,14 @@ def test_example_sweep_reaches_megatron_arguments(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "ref",
     [
-        # the example asks for 2 GPU nodes; the one-node test cluster has no GPUs
+        # the example asks for 2 GPU nodes; the one-node test cluster has no GPUs, so torchrun
+        # gets its process count from procs_per_node instead
         [
             str(PACKAGE / "examples" / "megatron_gpt.yaml"),
             "slurm.sbatch.nodes=1",
             "slurm.sbatch.gres=null",
             "slurm.sbatch.cpus_per_task=1",
+            "+slurm.distributed.procs_per_node=2",
         ],
         ["autoexp", "backend=megatron", "slurm=local"],
     ],

@@ -27,7 +27,9 @@ class JobContext:
     """What a backend knows about one job when it builds its command.
 
     `params` are the job's sweep values (flat, dotted keys, e.g. ``{"backend.lr": 3e-4}``);
-    `output_dir` is the job's own directory under the output root.
+    `output_dir` is the job's own directory under the output root. `world_size` is the number of
+    processes the job's SLURM settings start in one distributed world (None when they do not
+    say, e.g. no GPUs requested); `cluster_env` the cluster-level environment (`slurm.env`).
     """
 
     job_id: str
@@ -36,6 +38,8 @@ class JobContext:
     params: Mapping[str, Any]
     output_dir: Path
     project: str
+    world_size: int | None = None
+    cluster_env: Mapping[str, str] = field(default_factory=dict)
 
     def format_fields(self) -> dict[str, Any]:
         """Fields a backend string template may reference: the job's fields plus every param.
@@ -89,6 +93,10 @@ class BackendInterface(RegistrableConfigInterface):
 
         Raise `oellm_autoexp.errors.ConfigError` naming the key path on a bad value.
         """
+
+    def validation_record(self) -> Mapping[str, Any]:
+        """What checked the jobs in `validate` (recorded in plan.json). Default: nothing."""
+        return {}
 
     def build_launch(self, job: JobContext) -> LaunchCommand:
         """The command (argv + env) that runs `job` inside the SBATCH script."""

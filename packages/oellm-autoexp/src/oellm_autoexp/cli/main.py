@@ -44,7 +44,13 @@ _test_only_option = click.option(
 @click.version_option(
     None, "--version", "-V", package_name="oellm-autoexp", prog_name="oellm-autoexp"
 )
-def cli() -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Also show what backends print while validating (e.g. Megatron's import warnings).",
+)
+def cli(verbose: bool) -> None:
     """One YAML config to SLURM job arrays.
 
     Expand a sweep, render SBATCH scripts, submit them, monitor the jobs and restart them by
@@ -53,6 +59,22 @@ def cli() -> None:
     CONFIG is a YAML file path or a config name from the Hydra tree (e.g. `autoexp`),
     followed by overrides such as `sweep=lr_grid project.name=run1 +slurm.sbatch.qos=high`.
     """
+    if verbose:
+        _show_backend_output()
+
+
+def _show_backend_output() -> None:
+    """Send what backend validation captured (logger ``oellm_autoexp.megatron``) to stderr."""
+    import logging
+
+    logger = logging.getLogger("oellm_autoexp.megatron")
+    logger.setLevel(logging.INFO)
+    if any(h.get_name() == "oellm-autoexp-verbose" for h in logger.handlers):
+        return  # main() called again in the same process
+    handler = logging.StreamHandler()
+    handler.set_name("oellm-autoexp-verbose")
+    handler.setFormatter(logging.Formatter("oellm-autoexp: %(message)s"))
+    logger.addHandler(handler)
 
 
 def _plan(

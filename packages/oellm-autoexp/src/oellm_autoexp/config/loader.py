@@ -145,7 +145,7 @@ def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
     assert isinstance(unresolved, dict)
     outside_sweep = {str(k): v for k, v in unresolved.items() if k != "sweep"}
     if not interpolations(outside_sweep):  # nothing can follow the sweep: resolve as is
-        plain = OmegaConf.to_container(cfg, resolve=True)
+        plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         assert isinstance(plain, dict)
         return {str(k): v for k, v in plain.items()}
     sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if "sweep" in cfg else None
@@ -159,7 +159,7 @@ def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
     split = split_derived(outside_sweep, points, source=source)
     for key, value in split.placeholders.items():
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert isinstance(resolved, dict)
     data = {str(k): v for k, v in resolved.items()}
     for key in split.placeholders:
@@ -265,7 +265,16 @@ def _hydra_message(exc: Exception) -> str:
 
 
 def _omegaconf_error(exc: Exception, source: str) -> ConfigError:
+    from omegaconf.errors import MissingMandatoryValue
+
     key = getattr(exc, "full_key", None) or None
+    if isinstance(exc, MissingMandatoryValue) and key:
+        # `???` in a preset marks a value only the user knows (e.g. the cluster account)
+        return ConfigError(
+            f"required value is not set ('???' in the config); set it, e.g. {key}=<value>",
+            key=str(key),
+            file=source,
+        )
     message = getattr(exc, "msg", None) or _first_line(exc)
     return ConfigError(_first_line(message), key=str(key) if key else None, file=source)
 
@@ -376,6 +385,9 @@ _UNDEFINED = re.compile(
     r"in data .* at key (?P<key>\S*) for <class '(?P<cls>[^']+)'>: (?P<fields>\[.*\])$",
     re.S,
 )
+_CLASS_MISMATCH = re.compile(
+    r"Bad data (?P<name>\S+)/config_class (?P<cls>\S+) match\.?(?: at key:? (?P<key>\S+))?"
+)
 _EXPECTED = re.compile(r"^(?P<what>Expected .*?) at key (?P<key>\S+)")
 _ANY_OF = re.compile(r"^Could not parse into any of \((?P<types>.*?)\) at key: (?P<key>\S+)")
 _NOT_PARSED = re.compile(r"^Could not parse (?P<value>.*) in (?P<type>\w+) at key:? (?P<key>\S+)")
@@ -392,6 +404,14 @@ def translate_parse_error(exc: Exception, source: str | None) -> ConfigError:
     match = _UNDEFINED.search(text)
     if match:
         return _key_set_error(match, source)
+    match = _CLASS_MISMATCH.search(text)
+    if match:  # a class_name that is not the config class expected at that key
+        return ConfigError(
+            f"class_name {match['name']!r} does not name {match['cls']} (the implementation "
+            "expected here; a sweep cannot switch it)",
+            key=f"{match['key']}.class_name" if match["key"] else None,
+            file=source,
+        )
     for pattern, render in _SCALAR_ERRORS:
         match = pattern.search(text)
         if match:

@@ -48,6 +48,22 @@ class SweepConfig(ConfigInterface):
 
 
 @dataclass
+class DistributedConfig(ConfigInterface):
+    """How the processes of one job form one distributed world (see `slurm.distributed`).
+
+    `mode`: ``none`` (the command is started once per SLURM task and forms no world itself),
+    ``torchrun`` (one task per node runs torchrun, which starts `procs_per_node` processes and
+    joins the other nodes through a c10d rendezvous on the first node) or ``srun`` (one SLURM
+    task per process; RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR come from SLURM).
+    """
+
+    mode: str = "none"
+    # Processes per node; default: the GPUs per node the directives request.
+    procs_per_node: int | None = None
+    master_port: int = 29500
+
+
+@dataclass
 class SlurmConfig(ConfigInterface):
     """How jobs become SBATCH scripts. Every cluster-specific piece is a config value."""
 
@@ -74,6 +90,7 @@ class SlurmConfig(ConfigInterface):
     prologue: list[str] = field(default_factory=list)
     # "auto": run `sbatch --test-only` on rendered scripts when sbatch is on PATH.
     test_only: str = "auto"
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
 
 
 @dataclass

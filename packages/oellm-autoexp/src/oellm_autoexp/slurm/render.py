@@ -223,6 +223,9 @@ class Renderer:
     """A loaded, checked template plus the config pieces shared by every script."""
 
     def __init__(self, slurm: SlurmConfig, *, plan_id: str) -> None:
+        from oellm_autoexp.slurm.distributed import with_distributed_launch
+
+        slurm = with_distributed_launch(slurm)  # one world per job (slurm.distributed)
         self.template_path = _template_path(slurm.template)
         self._template = _load_template(self.template_path)
         self.plan_id = plan_id

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from oellm_autoexp.atomic import write_text_atomic
@@ -18,6 +19,7 @@ from oellm_autoexp.backends.megatron.source import (
     MegatronBrokenError,
     MegatronUnavailableError,
     load_megatron_parser,
+    megatron_provenance,
 )
 from oellm_autoexp.errors import EXIT_USAGE, AutoexpUsageError
 
@@ -37,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = load_megatron_parser(ns.module, ns.megatron_path)
         schema = schema_from_parser(parser, origin=f"schema dumped from {ns.module}")
+        schema = replace(schema, provenance=megatron_provenance(ns.module, ns.megatron_path))
         if ns.out.exists() and not ns.force:
             raise AutoexpUsageError(f"{ns.out} already exists; pass --force to replace it")
         write_text_atomic(ns.out, schema.to_json())

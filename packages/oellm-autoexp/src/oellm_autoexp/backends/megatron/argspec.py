@@ -15,7 +15,7 @@ import argparse
 import enum
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,7 +37,8 @@ class ArgSpec:
 
     - `kind="value"`: `--opt VALUE` (argparse `store`, `nargs=None`).
     - `kind="list"`: `--opt V1 V2 ...` (`nargs` is `"+"`, `"*"` or an int).
-    - `kind="flag"`: `--opt` stores `const` (`store_true`, `store_false`, `store_const`).
+    - `kind="flag"`: `--opt` stores `const` (`store_true`, `store_false`, `store_const`);
+      `negative_option` is a second flag of the same destination storing the opposite boolean.
     - `kind="bool_optional"`: `--opt` / `--no-opt` (`argparse.BooleanOptionalAction`).
     - `kind="unsupported"`: any other action (append, count, custom classes); setting it from a
       config is refused with a pointer to `extra_args`.
@@ -83,6 +84,8 @@ class ArgSchema:
 
     specs: tuple[ArgSpec, ...]
     origin: str
+    # Where the parser came from when the schema was dumped (Megatron version, commit, path).
+    provenance: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_dest", {s.dest: s for s in self.specs})
@@ -110,6 +113,7 @@ class ArgSchema:
         payload = {
             "format": SCHEMA_FORMAT,
             "origin": self.origin,
+            "provenance": dict(self.provenance),
             "args": [_spec_to_json(s) for s in self.specs],
         }
         return json.dumps(payload, indent=1, allow_nan=False) + "\n"
@@ -133,7 +137,10 @@ class ArgSchema:
             raise ConfigError(
                 f"malformed Megatron argument schema entry ({exc})", file=source
             ) from None
-        return cls(specs=specs, origin=str(payload.get("origin", source)))
+        provenance = payload.get("provenance") or {}
+        if not isinstance(provenance, dict):
+            raise ConfigError("malformed Megatron argument schema: 'provenance'", file=source)
+        return cls(specs=specs, origin=str(payload.get("origin", source)), provenance=provenance)
 
     @classmethod
     def load(cls, path: Path) -> ArgSchema:
@@ -154,16 +161,35 @@ def schema_from_parser(parser: argparse.ArgumentParser, *, origin: str) -> ArgSc
     defined wins, as it does for argparse's own default.
     """
     titles = {id(a): g.title for g in parser._action_groups for a in g._group_actions}
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     specs: list[ArgSpec] = []
     for action in parser._actions:
-        if not action.option_strings or action.dest in seen or action.dest == argparse.SUPPRESS:
+        if not action.option_strings or action.dest == argparse.SUPPRESS:
             continue
         if isinstance(action, argparse._HelpAction | argparse._VersionAction):
             continue
-        seen.add(action.dest)
+        if action.dest in seen:
+            # `--x` (store_true) plus `--no-x` (store_false, same dest): the second spelling is
+            # how `false` is written, e.g. Megatron's --no-yarn-correction-range-round-to-int.
+            index = seen[action.dest]
+            specs[index] = _with_negation(specs[index], action)
+            continue
+        seen[action.dest] = len(specs)
         specs.append(_spec_from_action(action, titles.get(id(action))))
     return ArgSchema(specs=tuple(specs), origin=origin)
+
+
+def _with_negation(spec: ArgSpec, action: argparse.Action) -> ArgSpec:
+    """`spec` (a flag) with the option of a later flag that stores the opposite boolean."""
+    if (
+        spec.kind == "flag"
+        and spec.negative_option is None
+        and isinstance(spec.const, bool)
+        and isinstance(action, argparse._StoreConstAction)
+        and action.const is (not spec.const)
+    ):
+        return replace(spec, negative_option=_long_option(action))
+    return spec
 
 
 def _long_option(action: argparse.Action) -> str:

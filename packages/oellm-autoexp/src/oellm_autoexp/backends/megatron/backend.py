@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import string
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,16 @@ from typing import Any
 from compoconf import register
 
 from oellm_autoexp.backends.base import BackendConfig, BackendInterface, JobContext, LaunchCommand
+from oellm_autoexp.backends.megatron.argspec import ArgSchema
 from oellm_autoexp.backends.megatron.cmdline import (
     check_with_parser,
     parse_outcome_key,
     serialise_tokens,
 )
+from oellm_autoexp.backends.megatron.rules import PARALLEL_SIZES, check_rules
+from oellm_autoexp.backends.megatron.runtime import namespace_for, validate_with_megatron
 from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
+from oellm_autoexp.backends.megatron.source import log as megatron_log
 from oellm_autoexp.backends.megatron.validate import normalise_args
 from oellm_autoexp.errors import ConfigError
 
@@ -70,6 +74,8 @@ class MegatronBackendConfig(BackendConfig):
     megatron_path: str | None = None  # a Megatron-LM checkout to import the parser from
     # JSON written by `python -m oellm_autoexp.backends.megatron dump-schema`
     schema_file: str | None = None
+    # Run Megatron-LM's own validate_args per distinct argument set when it is importable.
+    validate_args: bool = True
 
 
 @register
@@ -95,6 +101,14 @@ class MegatronBackend(BackendInterface):
                 key_prefix=KEY,
             )
         return self._source
+
+    def validation_record(self) -> dict[str, Any]:
+        """What validated the plan (parser or schema file, Megatron version/commit)."""
+        source = self.argument_source()
+        return {
+            **source.provenance,
+            "validate_args": bool(source.parser is not None and self.config.validate_args),
+        }
 
     def validate(self, jobs: Sequence[JobContext]) -> None:
         """Check every job's Megatron arguments; the first problem is a `ConfigError`."""
@@ -191,32 +205,95 @@ class MegatronBackend(BackendInterface):
             # command it already validated: the same arguments give the same argv.
             memo_key = (repr(list(args.items())), extra)
             cached = source.argv_memo.get(memo_key)
-            if cached is not None:
-                return cached
-            normalised = normalise_args(
-                args, source.schema, key_prefix=ARGS_KEY, other_keys=_config_field_names()
-            )
-            tokens = serialise_tokens(normalised, source.schema)
-            argv = (*(t for _, spec_tokens in tokens for t in spec_tokens), *extra)
-            if source.parser is not None:
-                shape = parse_outcome_key(tokens, extra)
-                if shape not in source.parsed_shapes:
-                    check_with_parser(
-                        source.parser,
-                        argv,
-                        source.schema,
-                        key_prefix=ARGS_KEY,
-                        extra_key=f"{KEY}.extra_args",
-                    )
-                    source.parsed_shapes.add(shape)
+            if cached is None:
+                cached = self._checked_argv(source, args, extra)
+                source.argv_memo[memo_key] = cached
+            argv, normalised, shape = cached
+            self._check_startup(source, job, argv, normalised, shape, fields_)
         except ConfigError as exc:
             if self._varies_per_job(exc.key, job):
                 raise ConfigError(
                     f"{exc.detail} (the value of job {job.name})", key=exc.key, file=exc.file
                 ) from None
             raise
-        source.argv_memo[memo_key] = argv
         return argv
+
+    def _checked_argv(
+        self, source: ArgumentSource, args: Mapping[str, Any], extra: tuple[str, ...]
+    ) -> tuple[tuple[str, ...], dict[str, Any], Hashable]:
+        """Normalise, serialise and (with Megatron's parser) parse one argument set."""
+        normalised = normalise_args(
+            args, source.schema, key_prefix=ARGS_KEY, other_keys=_config_field_names()
+        )
+        check_extra_args(extra, normalised, source.schema, key=f"{KEY}.extra_args")
+        tokens = serialise_tokens(normalised, source.schema)
+        argv = (*(t for _, spec_tokens in tokens for t in spec_tokens), *extra)
+        shape = parse_outcome_key(tokens, extra)
+        if source.parser is not None and shape not in source.parsed_shapes:
+            source.parsed_shapes[shape] = check_with_parser(
+                source.parser,
+                argv,
+                source.schema,
+                key_prefix=ARGS_KEY,
+                extra_key=f"{KEY}.extra_args",
+            )
+        return argv, normalised, shape
+
+    def _check_startup(
+        self,
+        source: ArgumentSource,
+        job: JobContext,
+        argv: tuple[str, ...],
+        normalised: Mapping[str, Any],
+        shape: Hashable,
+        fields_: Mapping[str, Any],
+    ) -> None:
+        """What Megatron checks at start-up, once per distinct (argv, world size, env).
+
+        With Megatron-LM importable: its own `validate_args`; otherwise (or where that stopped
+        at a GPU query) the documented rules of `rules`.
+        """
+        env = {
+            **job.cluster_env,
+            **{
+                k: _format(str(v), fields_, key=f"{KEY}.env.{k}")
+                for k, v in self.config.env.items()
+            },
+        }
+        marker = (argv, job.world_size, tuple(sorted(env.items())))
+        if marker in source.validated:
+            return
+        run_rules = True
+        if source.parser is not None and source.module is not None and self.config.validate_args:
+            verdict = validate_with_megatron(
+                source.module,
+                namespace_for(source.parsed_shapes[shape], normalised, source.schema),
+                world_size=job.world_size or _model_parallel_size(normalised, source),
+                env=env,
+            )
+            if verdict is not None and verdict.rejection is not None:
+                raise ConfigError(
+                    f"Megatron's validate_args rejects job {job.name} "
+                    f"(world size {_world_text(job.world_size)}): {verdict.rejection}",
+                    key=_blamed_key(verdict.dests, normalised),
+                )
+            run_rules = verdict is None or verdict.stopped_at is not None
+            if verdict is not None and verdict.stopped_at is not None:
+                megatron_log.info(
+                    "job %s: Megatron's validate_args stopped at a GPU query (%s); the "
+                    "documented rules were checked instead",
+                    job.name,
+                    verdict.stopped_at,
+                )
+        if run_rules:
+            violation = check_rules(normalised, source.schema, world_size=job.world_size)
+            if violation is not None:
+                raise ConfigError(
+                    f"Megatron would refuse job {job.name} at start-up "
+                    f"(world size {_world_text(job.world_size)}): {violation.message}",
+                    key=f"{ARGS_KEY}.{violation.dest}",
+                )
+        source.validated.add(marker)
 
     def _varies_per_job(self, key: str | None, job: JobContext) -> bool:
         """Whether the value at `key` comes from the sweep (directly or through a placeholder)."""
@@ -226,6 +303,49 @@ class MegatronBackend(BackendInterface):
         configured = self.config.megatron.get(dest)
         templated = "{" in str(configured) if configured is not None else False
         return f"{_PARAM_PREFIX}{dest}" in job.params or templated
+
+
+def check_extra_args(
+    extra: Sequence[str], normalised: Mapping[str, Any], schema: ArgSchema, *, key: str
+) -> None:
+    """An `extra_args` option that repeats a configured argument is an error.
+
+    argparse keeps the last occurrence, so the configured value would be silently replaced.
+    """
+    for i, token in enumerate(extra):
+        if not token.startswith("--"):
+            continue
+        option = token.split("=", 1)[0]
+        for spec in schema:
+            if option in (spec.option, spec.negative_option) and spec.dest in normalised:
+                raise ConfigError(
+                    f"{option} repeats {ARGS_KEY}.{spec.dest} (Megatron would keep only the "
+                    "last one); set it in one place",
+                    key=f"{key}[{i}]",
+                )
+
+
+def _model_parallel_size(normalised: Mapping[str, Any], source: ArgumentSource) -> int:
+    """TP x PP x CP: the smallest world the arguments accept (data-parallel size 1)."""
+    size = 1
+    for dest in PARALLEL_SIZES:
+        spec = source.schema.get(dest)
+        size *= int(normalised.get(dest, spec.default if spec else 1) or 1)
+    return size
+
+
+def _world_text(world_size: int | None) -> str:
+    return str(world_size) if world_size is not None else "unknown, data-parallel size 1 assumed"
+
+
+def _blamed_key(dests: Sequence[str], normalised: Mapping[str, Any]) -> str:
+    """The config key of the first configured argument on Megatron's failing statement."""
+    for dest in dests:
+        if dest in normalised:
+            return f"{ARGS_KEY}.{dest}"
+    if "world_size" in dests:
+        return "slurm.sbatch"  # the world size comes from nodes x processes per node
+    return ARGS_KEY
 
 
 def _config_field_names() -> list[str]:

@@ -46,22 +46,27 @@ def serialise_tokens(args: Mapping[str, Any], schema: ArgSchema) -> list[tuple[A
 
 def serialise_one(spec: ArgSpec, value: Any) -> list[str]:
     """The argv tokens for one destination."""
-    if value is None or _same(value, spec.default):
+    if value is None or same_as_default(value, spec.default):
         return []
-    if spec.kind == "bool_optional":
-        if value:
-            return [spec.option]
-        if spec.negative_option is None:
-            raise ValueError(f"{spec.option} has no --no- form")
-        return [spec.negative_option]
-    if spec.kind == "flag":
-        return [spec.option]
+    if spec.kind in ("flag", "bool_optional"):
+        return [_flag_token(spec, value)]
     if spec.kind == "list":
         return [spec.option, *(_token(v, in_list=True) for v in value)]
     return [f"{spec.option}={_token(value, in_list=False)}"]
 
 
-def _same(value: Any, default: Any) -> bool:
+def _flag_token(spec: ArgSpec, value: Any) -> str:
+    """``--x`` or its negative twin (``--no-x``) for a boolean option."""
+    positive = bool(value) if spec.kind == "bool_optional" else value == spec.const
+    if positive or (spec.kind == "flag" and spec.negative_option is None):
+        return spec.option
+    if spec.negative_option is None:
+        raise ValueError(f"{spec.option} has no --no- form")
+    return spec.negative_option
+
+
+def same_as_default(value: Any, default: Any) -> bool:
+    """Whether a config value equals an option's default (so the option can be left out)."""
     # 1 == True in Python, so a type mismatch must not count as "equal to the default".
     if isinstance(value, bool) != isinstance(default, bool):
         return False

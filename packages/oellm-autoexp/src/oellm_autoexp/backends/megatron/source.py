@@ -13,17 +13,25 @@ provider here stops it at that point, so nothing is parsed and no global state i
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
+import logging
+import subprocess
 import sys
-from collections.abc import Hashable
+import warnings
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema, schema_from_parser
 from oellm_autoexp.errors import ConfigError
 
 DEFAULT_MODULE = "megatron.training.arguments"
+# Megatron's import-time chatter (deprecation warnings, prints) goes here, shown with `-v`.
+log = logging.getLogger("oellm_autoexp.megatron")
 
 
 class MegatronUnavailableError(Exception):
@@ -34,15 +42,24 @@ class MegatronUnavailableError(Exception):
 class ArgumentSource:
     """A schema plus, when Megatron-LM itself was importable, its parser for a final check.
 
-    `parsed_shapes` remembers which argv shapes the parser already accepted (see
-    `cmdline.parse_outcome_key`) and `argv_memo` the argv built for given arguments, so that a
-    10,000-point sweep runs the parser a handful of times, not 10,000 times.
+    `parsed_shapes` remembers which argv shapes the parser already accepted, with the namespace
+    it produced (see `cmdline.parse_outcome_key`), and `argv_memo` the argv built for given
+    arguments, so that a 10,000-point sweep runs the parser a handful of times, not 10,000.
     """
 
     schema: ArgSchema
     parser: argparse.ArgumentParser | None
-    parsed_shapes: set[Hashable] = field(default_factory=set, compare=False, repr=False)
-    argv_memo: dict[Hashable, tuple[str, ...]] = field(
+    # What validated the plan (recorded in plan.json): parser or schema file, Megatron's
+    # version and commit when known.
+    provenance: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # The module whose `validate_args` runs per distinct argument set (real parser only).
+    module: str | None = None
+    # (argv, world size, env) sets already run through validate_args / the static rules.
+    validated: set[Hashable] = field(default_factory=set, compare=False, repr=False)
+    parsed_shapes: dict[Hashable, argparse.Namespace] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    argv_memo: dict[Hashable, tuple[tuple[str, ...], dict[str, Any], Hashable]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
@@ -79,7 +96,8 @@ def _load_parser(module: str, megatron_path: str | None) -> argparse.ArgumentPar
     if megatron_path is not None and megatron_path not in sys.path:
         sys.path.insert(0, megatron_path)
     try:
-        return _build_parser(module)
+        with captured_output(f"importing {module}"):
+            return _build_parser(module)
     except (MegatronUnavailableError, MegatronBrokenError):
         raise
     except ImportError as exc:  # megatron missing, or one of its own imports (torch, ...)
@@ -88,6 +106,59 @@ def _load_parser(module: str, megatron_path: str | None) -> argparse.ArgumentPar
         raise MegatronBrokenError(
             f"loading Megatron's arguments from {module} failed: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+@contextlib.contextmanager
+def captured_output(what: str, *, log_prints: bool = True) -> Iterator[io.StringIO]:
+    """Keep Megatron's prints and warnings off the terminal; log them (shown with ``-v``).
+
+    Megatron prints and warns while it is imported and validated; a one-line error must not be
+    buried under that. Captured warnings (and prints, with `log_prints`) are logged at INFO on
+    ``oellm_autoexp.megatron``; `validate_args` prints every argument, which is left out.
+    """
+    out = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+        warnings.simplefilter("always")
+        with contextlib.redirect_stderr(out):
+            try:
+                yield out
+            finally:
+                if log.isEnabledFor(logging.INFO):
+                    lines = out.getvalue().splitlines() if log_prints else []
+                    lines += [f"{w.category.__name__}: {w.message}" for w in caught]
+                    for line in dict.fromkeys(ln for ln in lines if ln.strip()):
+                        log.info("%s: %s", what, line)
+
+
+def megatron_provenance(module: str, megatron_path: str | None) -> dict[str, Any]:
+    """Megatron's version and git commit (when its checkout is a git tree), for plan.json."""
+    record: dict[str, Any] = {"module": module, "megatron_path": megatron_path}
+    mod = sys.modules.get(module)
+    location = getattr(mod, "__file__", None)
+    record["module_file"] = location
+    info = sys.modules.get("megatron.core.package_info")
+    version = getattr(info, "__version__", None)
+    if version is None:
+        with contextlib.suppress(Exception):
+            version = importlib.import_module("megatron.core.package_info").__version__
+    record["megatron_version"] = version
+    record["megatron_commit"] = _git_commit(Path(location).parent) if location else None
+    return record
+
+
+def _git_commit(directory: Path) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(directory), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
 
 
 def _build_parser(module: str) -> argparse.ArgumentParser:
@@ -123,8 +194,10 @@ def resolve_source(
     """Pick the argument source for `mode` (``auto``, ``megatron`` or ``schema``).
 
     ``auto`` prefers Megatron-LM's parser and falls back to `schema_file`; with neither, planning
-    stops with a message saying how to get one. Validation is never skipped silently. Cached:
-    the planner builds one backend per distinct sweep point, and they all share one source.
+    stops with a message saying how to get one. Validation is never skipped silently. An
+    explicitly set `megatron_path` that does not import is an error, not a fallback to a schema
+    that may be stale. Cached: the planner builds one backend per distinct sweep point, and
+    they all share one source.
     """
     if mode not in ("auto", "megatron", "schema"):
         raise ConfigError(
@@ -141,11 +214,20 @@ def resolve_source(
                 raise ConfigError(
                     f"{exc} (arg_source is 'megatron')", key=f"{key_prefix}.arg_source"
                 ) from None
+            if megatron_path is not None:
+                raise ConfigError(
+                    f"{exc} from megatron_path {megatron_path} (set explicitly, so no fallback "
+                    "to schema_file; fix the path or remove it)",
+                    key=f"{key_prefix}.megatron_path",
+                ) from None
             reason = str(exc)
         else:
+            provenance = {"validated_by": "megatron", **megatron_provenance(module, megatron_path)}
             return ArgumentSource(
                 schema=schema_from_parser(parser, origin=f"Megatron-LM parser ({module})"),
                 parser=parser,
+                provenance=provenance,
+                module=module,
             )
     if schema_file is None:
         raise ConfigError(
@@ -155,7 +237,22 @@ def resolve_source(
             "`python -m oellm_autoexp.backends.megatron dump-schema` and set schema_file",
             key=f"{key_prefix}.schema_file",
         )
-    return ArgumentSource(schema=_load_schema(schema_file, key_prefix), parser=None)
+    schema = _load_schema(schema_file, key_prefix)
+    provenance = {
+        "validated_by": "schema_file",
+        "schema_file": str(Path(schema_file).resolve()),
+        "schema_origin": schema.origin,
+        "schema_sha256": _sha256(Path(schema_file)),
+        "fallback_reason": reason,
+        **schema.provenance,
+    }
+    return ArgumentSource(schema=schema, parser=None, provenance=provenance)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _load_schema(schema_file: str, key_prefix: str) -> ArgSchema:
@@ -167,5 +264,8 @@ def _load_schema(schema_file: str, key_prefix: str) -> ArgSchema:
 
 def clear_caches() -> None:
     """Forget loaded parsers and resolved sources (tests that change what is importable)."""
+    from oellm_autoexp.backends.megatron.runtime import _microbatch_builder
+
     _load_parser.cache_clear()
     resolve_source.cache_clear()
+    _microbatch_builder.cache_clear()

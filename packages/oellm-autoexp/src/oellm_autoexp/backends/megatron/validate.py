@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema, ArgSpec
+from oellm_autoexp.backends.megatron.cmdline import same_as_default
 from oellm_autoexp.errors import ConfigError, closest
 
 # argparse reads a list element that starts with "-" as the next option unless it looks like a
@@ -94,9 +95,12 @@ def normalise_value(spec: ArgSpec, value: Any, *, key: str) -> Any:
 def _normalise_bool(spec: ArgSpec, value: Any, *, key: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"expected true or false for {spec.option}, got {value!r}", key=key)
-    if spec.kind == "flag" and value not in (spec.default, spec.const):
-        # e.g. a store_true option whose default is None: `false` is neither what the flag
-        # stores nor what Megatron gets without it, so it cannot be passed faithfully.
+    expressible: tuple[Any, ...] = (spec.default, spec.const)
+    if spec.negative_option is not None:  # `--x` / `--no-x` as two flags of one destination
+        expressible = (*expressible, not spec.const)
+    if spec.kind == "flag" and value not in expressible:
+        # e.g. a store_true option whose default is None and no --no- twin: `false` is neither
+        # what the flag stores nor what Megatron gets without it, so it cannot be passed.
         raise ConfigError(
             f"{spec.option} can only be switched to {spec.const!r} "
             f"(its default is {spec.default!r}); {value!r} cannot be expressed on Megatron's "
@@ -106,7 +110,14 @@ def _normalise_bool(spec: ArgSpec, value: Any, *, key: str) -> bool:
     return value
 
 
-def _normalise_list(spec: ArgSpec, value: Any, *, key: str) -> list[Any]:
+def _normalise_list(spec: ArgSpec, value: Any, *, key: str) -> Any:
+    if same_as_default(value, spec.default):
+        # Megatron's own default (`[]` for a `+` option, or the scalar default some list options
+        # have, e.g. --moe-aux-loss-coeff 0.0): valid, and left off the command line.
+        return list(value) if isinstance(value, tuple) else value
+    if not isinstance(value, list | tuple) and not isinstance(spec.default, list | tuple | None):
+        # A list option with a scalar default (Megatron reads either form): one item.
+        value = [value]
     if not isinstance(value, list | tuple):
         raise ConfigError(
             f"expected a list for {spec.option} (nargs={spec.nargs!r}), got {value!r}", key=key

@@ -13,7 +13,14 @@ then reads `sys.argv`. The arguments cover every argparse pattern the real parse
 - an option whose `dest` differs from its spelling, and two options sharing one `dest`;
 - an enum chosen by name through a `type=` lambda, an enum that is its own type function (chosen
   by value), and a custom type function (`tuple_type`);
-- an `append` action (not writable from a config).
+- an `append` action (not writable from a config);
+- list options whose default is `[]` or a scalar, and a `--x` / `--no-x` pair of flags sharing
+  one `dest` (store_true with default None plus store_false).
+
+`validate_args(args, defaults)` mirrors the shape of Megatron's: bare `assert`s over
+`args.<dest>` (world size against TP x PP x CP, fp16 with bf16, warm-up fraction with warm-up
+iterations), derived values set on `args`, a print and a warning. The module also prints and
+warns when imported, as Megatron-LM does (e.g. when Apex is missing).
 
 Only argument *definitions* are mirrored; no Megatron code or help text is copied.
 """
@@ -22,6 +29,10 @@ from __future__ import annotations
 
 import argparse
 import enum
+import warnings
+
+print("stand-in Megatron: importing arguments")
+warnings.warn("stand-in Megatron: Apex is not installed", stacklevel=1)
 
 
 class AttnBackend(enum.Enum):
@@ -72,6 +83,30 @@ def parse_args(extra_args_provider=None, ignore_unknown_args=False):  # type: ig
     return parser.parse_args()
 
 
+def validate_args(args, defaults={}):  # type: ignore[no-untyped-def]  # noqa: B006
+    """Check the parsed arguments the way Megatron's validate_args does (asserts on args)."""
+    _ = defaults
+    model_size = (
+        args.tensor_model_parallel_size
+        * args.pipeline_model_parallel_size
+        * args.context_parallel_size
+    )
+    assert args.world_size % model_size == 0, (
+        f"world size ({args.world_size}) is not divisible by total_model_size ({model_size})"
+    )
+    args.data_parallel_size = args.world_size // model_size
+    print(f"using world size: {args.world_size}, data-parallel size: {args.data_parallel_size}")
+    if args.fp16:
+        assert not args.bf16
+    if args.train_iters and args.lr_warmup_fraction is not None:
+        assert args.lr_warmup_iters == 0, (
+            "can only specify one of lr-warmup-fraction and lr-warmup-iters"
+        )
+    if args.yarn_correction_range_round_to_int is False:
+        warnings.warn("stand-in Megatron: YaRN correction range is not rounded", stacklevel=1)
+    return args
+
+
 def _add_network_size_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group = parser.add_argument_group(title="network size")
     group.add_argument("--num-layers", type=int, default=None)
@@ -88,6 +123,12 @@ def _add_network_size_args(parser: argparse.ArgumentParser) -> argparse.Argument
         choices=["learned_absolute", "rope", "none"],
     )
     group.add_argument("--rotary-base", type=int, default=10000)
+    group.add_argument("--yarn-correction-range-round-to-int", action="store_true", default=None)
+    group.add_argument(
+        "--no-yarn-correction-range-round-to-int",
+        action="store_false",
+        dest="yarn_correction_range_round_to_int",
+    )
     group.add_argument("--normalization", default="LayerNorm", choices=["LayerNorm", "RMSNorm"])
     group.add_argument("--swiglu", action="store_true")
     group.add_argument("--untie-embeddings-and-output-weights", action="store_true")
@@ -150,6 +191,8 @@ def _add_training_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "--inference-max-batch-size", type=int, default=None, dest="inference_max_batch_size"
     )
     group.add_argument("--unified-memory-level", type=int, default=0, choices=[0, 1])
+    group.add_argument("--cuda-graph-modules", nargs="+", type=str, default=[])
+    group.add_argument("--moe-aux-loss-coeff", type=float, nargs="+", default=0.0)
     return parser
 
 
@@ -166,6 +209,7 @@ def _add_learning_rate_args(parser: argparse.ArgumentParser) -> argparse.Argumen
     group.add_argument("--lr-decay-iters", type=int, default=None)
     group.add_argument("--lr-warmup-iters", type=int, default=0)
     group.add_argument("--lr-warmup-fraction", type=float, default=None)
+    group.add_argument("--lr-warmup-samples", type=int, default=0)
     group.add_argument("--override-opt-param-scheduler", action="store_true")
     return parser
 
@@ -202,6 +246,7 @@ def _add_distributed_args(parser: argparse.ArgumentParser) -> argparse.ArgumentP
     group = parser.add_argument_group(title="distributed")
     group.add_argument("--tensor-model-parallel-size", type=int, default=1)
     group.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    group.add_argument("--context-parallel-size", type=int, default=1)
     group.add_argument("--distributed-backend", default="nccl", choices=["nccl", "gloo"])
     group.add_argument("--use-distributed-optimizer", action="store_true")
     group.add_argument("--no-overlap-grad-reduce", action="store_false", dest="overlap_grad_reduce")
