@@ -72,7 +72,7 @@ def sweep_config(root: Path) -> Path:
 def time_plan(path: Path) -> dict[str, tuple[float, float]]:
     """(wall, CPU) seconds of each planning stage for one run."""
     from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.orchestrator import build_plan, write_plan
+    from oellm_autoexp.planning import build_plan, write_plan
 
     stages: dict[str, tuple[float, float]] = {}
     start = mark = (time.perf_counter(), time.process_time())

@@ -69,7 +69,7 @@ def main() -> int:
     parser.parse_args = counting  # type: ignore[method-assign]
 
     from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.orchestrator import build_plan
+    from oellm_autoexp.planning import build_plan
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = Path(tmp) / "megatron_sweep.yaml"

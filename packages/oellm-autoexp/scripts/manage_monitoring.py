@@ -46,10 +46,10 @@ def _show(store: SessionStore, sid: str) -> None:
     print(_summary(session))
     print(f"base_output_dir: {session.base_output_dir}")
     for job in session.jobs.values():
-        last = job.job_id or (job.attempts[-1]["job_id"] if job.attempts else "-")
+        last = job.last_slurm_id or "-"
         restarts = sum(job.restarts.values())
-        outcome = job.outcome or {}
-        detail = f"{outcome.get('mode', '')} {outcome.get('error_type', '') or ''}".strip()
+        outcome = job.outcome
+        detail = f"{outcome.mode} {outcome.error_type or ''}".strip() if outcome else ""
         print(
             f"  {job.name:<30} {last!s:<12} {job.state:<10} {job.slurm_state or '-':<11} "
             f"restarts={restarts} {detail}"

@@ -1,20 +1,21 @@
 """oellm_autoexp: one YAML config to SLURM job arrays, monitored and restarted by policy.
 
-Programmatic use: `load_config` -> `build_plan` -> `write_plan` (see `oellm_autoexp.api`-level
-names below, imported lazily so that `import oellm_autoexp` and `oellm-autoexp --help` stay
-cheap: no Hydra, OmegaConf, Jinja2, torch or Megatron until a plan is made).
+Programmatic use: `oellm_autoexp.api` (plan, submit, monitor_once, monitor_until_done, status,
+cancel); the lower-level `load_config` -> `build_plan` -> `write_plan` are re-exported below.
+Everything is imported lazily so that `import oellm_autoexp` and `oellm-autoexp --help` stay
+cheap: no Hydra, OmegaConf, Jinja2, torch or Megatron until a plan is made.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["__version__", "build_plan", "cli", "load_config", "main", "write_plan"]
+__all__ = ["__version__", "api", "build_plan", "cli", "load_config", "main", "write_plan"]
 
 _LAZY = {
     "load_config": "oellm_autoexp.config.loader",
-    "build_plan": "oellm_autoexp.orchestrator",
-    "write_plan": "oellm_autoexp.orchestrator",
+    "build_plan": "oellm_autoexp.planning",
+    "write_plan": "oellm_autoexp.planning",
     "cli": "oellm_autoexp.cli",
     "main": "oellm_autoexp.cli",
 }
@@ -29,6 +30,10 @@ def __getattr__(name: str) -> Any:
             return version("oellm-autoexp")
         except PackageNotFoundError:  # a source tree that was never installed
             return "0.0.0+unknown"
+    if name == "api":
+        import importlib
+
+        return importlib.import_module("oellm_autoexp.api")
     if name in _LAZY:
         import importlib
 

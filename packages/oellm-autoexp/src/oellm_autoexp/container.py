@@ -27,10 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.errors import AutoexpRunError, AutoexpUsageError, ConfigError
+from oellm_autoexp.errors import (
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    AutoexpRunError,
+    AutoexpUsageError,
+    ConfigError,
+)
 
 if TYPE_CHECKING:
     from oellm_autoexp.plan import Plan
+    from oellm_autoexp.slurm.client import SlurmClient
 
 RUNTIMES = ("apptainer", "singularity")
 # The line `oellm-autoexp submit --dry-run` prints before the exact sbatch commands.
@@ -280,13 +287,34 @@ def resolve_container(opts: RunnerOptions) -> ContainerSpec | None:
     return ContainerSpec(spec.image, runtime, (*spec.binds, *binds), env, spec.extra_args)
 
 
+class _SayReporter:
+    """The library's reporter over the runner's `say` (one callable for every line)."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+
+    def info(self, message: str) -> None:
+        self.say(message)
+
+    def warning(self, message: str) -> None:
+        self.say(message)
+
+    def action(self, action: Any) -> None:
+        self.say(action.describe())
+
+
 def run_workflow(
-    opts: RunnerOptions, say: Callable[[str], None], *, workdir: Path | None = None
+    opts: RunnerOptions,
+    say: Callable[[str], None],
+    *,
+    workdir: Path | None = None,
+    client: SlurmClient | None = None,
 ) -> int:
     """Plan (inside the container when one is configured), submit on the host, then monitor.
 
-    `say` receives every line meant for the user. Returns the exit code; user mistakes and
-    failed runs are raised as `AutoexpUsageError` / `AutoexpRunError`.
+    `say` receives every line meant for the user; `client` is the SLURM client of the host
+    (default: the real commands). Returns the exit code; user mistakes and failed runs are
+    raised as `AutoexpUsageError` / `AutoexpRunError`.
     """
     if opts.no_run and opts.monitor_only:
         raise AutoexpUsageError("--no-run and --monitor-only exclude each other")
@@ -320,11 +348,23 @@ def run_workflow(
         return 0
     plan, config = load_written_plan(commands)
     say(f"submitting {len(plan.scripts)} script(s) on the host")
-    from oellm_autoexp.cli_monitor import run_submit
+    from oellm_autoexp import api
 
+    if client is None:
+        from oellm_autoexp.slurm.real import RealSlurmClient
+
+        client = RealSlurmClient()
     # Session file first, then sbatch per script with the intent recorded before each call
     # (the monitor's controller); monitors until every job finished unless --no-monitor.
-    return run_submit(plan, config, monitor=not opts.no_monitor)
+    submitted = api.submit(
+        plan, client, config=config, reporter=_SayReporter(say), monitor=not opts.no_monitor
+    )
+    if not submitted.complete:
+        return EXIT_RUN_FAILED
+    if opts.no_monitor:
+        say(f"monitor with: oellm-autoexp monitor --monitor-session {submitted.session.session_id}")
+        return EXIT_OK
+    return api.exit_code([submitted.session])
 
 
 def _with_input_binds(spec: ContainerSpec, opts: RunnerOptions, workdir: Path) -> ContainerSpec:

@@ -1,6 +1,6 @@
 """The plan: what will be submitted, job by job and script by script. Pure data.
 
-`build_plan` (in `orchestrator`) produces a `Plan`; the submission and monitoring layers
+`build_plan` (in `planning`) produces a `Plan`; the submission and monitoring layers
 consume it. Everything here is a frozen dataclass with a JSON form (`to_dict` / `from_dict`)
 so a plan survives in `plan.json` and in session files.
 """

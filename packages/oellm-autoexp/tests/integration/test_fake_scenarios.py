@@ -58,7 +58,7 @@ def test_1_happy_path_one_array_sbatch_and_one_squeue_per_poll(
     assert {job.state for job in saved.jobs.values()} == {"completed"}
     assert saved.status == "finished"
     assert [job.job_id for job in saved.jobs.values()] == [None] * 4
-    assert [job.attempts[0]["job_id"] for job in saved.jobs.values()] == [
+    assert [job.attempts[0].job_id for job in saved.jobs.values()] == [
         f"1000_{i}" for i in range(4)
     ]
     text = _messages(caplog)
@@ -85,12 +85,12 @@ def test_2_stall_is_detected_restarted_once_and_then_completes(
     _drive(controller, clock)
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "completed"
-    assert [a["mode"] for a in job.attempts] == ["stall", "success"]
-    assert job.attempts[0]["metadata"]["error_type"] == "hang"
+    assert [a.mode for a in job.attempts] == ["stall", "success"]
+    assert job.attempts[0].metadata["error_type"] == "hang"
     assert job.restarts == {"stall": 1}
     assert fake.calls["sbatch"] == 2
     assert fake.calls["scancel"] == 1
-    first, second = job.attempts[0]["job_id"], job.attempts[1]["job_id"]
+    first, second = job.attempts[0].job_id, job.attempts[1].job_id
     # The stalled job was cancelled in SLURM; the restart writes a new log file.
     assert fake.jobs[first].info(clock()).state == "CANCELLED"
     assert _log_of(session, second).exists() and _log_of(session, second) != _log_of(session, first)
@@ -125,8 +125,8 @@ def test_3_crash_without_a_restart_policy_is_failed_and_not_rerun(
     assert job.state == "failed"
     assert fake.calls["sbatch"] == 1
     assert job.outcome is not None
-    assert job.outcome["error_type"] == "slurm_failure"
-    assert job.outcome["exit_code"] == 3
+    assert job.outcome.error_type == "slurm_failure"
+    assert job.outcome.details["exit_code"] == 3
     assert "policy none decided stop (reason: no restart policy for mode crash" in _messages(caplog)
 
 
@@ -160,12 +160,12 @@ def test_4_timeout_restarts_with_a_longer_limit_or_stops_at_the_budget(
     assert fake.calls["sbatch"] == sbatch_calls
     limits = [next(a for a in r.extra_args if a.startswith("--time=")) for _, r in fake.submissions]
     assert limits[:3] == ["--time=00:10:00", "--time=00:20:00", "--time=00:40:00"][:sbatch_calls]
-    assert job.attempts[0]["mode"] == "timeout"
-    assert job.attempts[0]["metadata"]["error_type"] == "timeout"
-    assert job.attempts[0]["metadata"]["reason"] == "TimeLimit"
+    assert job.attempts[0].mode == "timeout"
+    assert job.attempts[0].metadata["error_type"] == "timeout"
+    assert job.attempts[0].metadata["reason"] == "TimeLimit"
     if final == "failed":
         assert job.outcome is not None
-        assert job.outcome["decision"] == "retry budget spent (1/1)"
+        assert job.outcome.decision == "retry budget spent (1/1)"
 
 
 def test_5_manual_scancel_is_a_cancelled_crash_and_is_restarted_with_logging(
@@ -186,9 +186,9 @@ def test_5_manual_scancel_is_a_cancelled_crash_and_is_restarted_with_logging(
     saved = store.load(session.session_id)
     job = saved.jobs["k1"]
     assert job.state == "completed"
-    assert job.attempts[0]["mode"] == "crash"
-    assert job.attempts[0]["metadata"]["error_type"] == "cancelled"
-    assert job.attempts[0]["metadata"]["subsystem"] == "slurm"
+    assert job.attempts[0].mode == "crash"
+    assert job.attempts[0].metadata["error_type"] == "cancelled"
+    assert job.attempts[0].metadata["subsystem"] == "slurm"
     # The restart resubmits only task 1 of the array script.
     assert [r.array for _, r in fake.submissions] == ["0-1", "1"]
     assert saved.jobs["k0"].restarts == {}
@@ -220,7 +220,7 @@ def test_6_cuda_oom_in_the_log_is_an_excluded_crash_and_is_not_restarted(
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "failed"
     assert job.outcome is not None
-    assert (job.outcome["mode"], job.outcome["error_type"], job.outcome["subsystem"]) == (
+    assert (job.outcome.mode, job.outcome.error_type, job.outcome.details["subsystem"]) == (
         "crash",
         "oom",
         "cuda",
@@ -282,7 +282,7 @@ def test_7b_a_crash_between_intent_and_sbatch_is_reconciled_without_duplicates(
     _drive(resumed, clock)
     saved = store.load(session.session_id)
     assert fake.calls["sbatch"] == 1
-    assert [j.attempts[0]["job_id"] for j in saved.jobs.values()] == ["1000_0", "1000_1"]
+    assert [j.attempts[0].job_id for j in saved.jobs.values()] == ["1000_0", "1000_1"]
     assert {j.state for j in saved.jobs.values()} == {"completed"}
 
 
@@ -350,7 +350,7 @@ def test_termination_cmd_decides_whether_a_clean_exit_is_a_completed_run(
     assert job.state == final
     if not ckpt:
         assert job.outcome is not None
-        assert job.outcome["error_type"] == "incomplete"
+        assert job.outcome.error_type == "incomplete"
 
 
 def test_a_restart_resumes_from_the_latest_checkpoint(tmp_path: Path, make_session: Any) -> None:
@@ -377,7 +377,7 @@ def test_a_restart_resumes_from_the_latest_checkpoint(tmp_path: Path, make_sessi
     latest = str(ckpts / "iter_0000200")
     assert f"--export=ALL,AUTOEXP_RESUME_FROM={latest}" in restart.extra_args
     assert saved.jobs["k1"].env == {"AUTOEXP_RESUME_FROM": latest}
-    assert saved.jobs["k1"].attempts[0]["metadata"]["error_type"] == "node_failure"
+    assert saved.jobs["k1"].attempts[0].metadata["error_type"] == "node_failure"
 
 
 def test_a_silent_log_with_a_changing_output_file_is_not_a_stall_until_both_stop(
@@ -407,4 +407,4 @@ def test_a_silent_log_with_a_changing_output_file_is_not_a_stall_until_both_stop
     stalled = next(t for t in job.transitions if t["to"] == "stalled")
     # Silent since t=100 s (last output write); threshold 30 s; polls every 5 s.
     assert 130 < stalled["at"] - start <= 140
-    assert job.attempts[0]["mode"] == "stall"
+    assert job.attempts[0].mode == "stall"

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.monitor import MonitorController
+from oellm_autoexp.persistence.session import Outcome
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.real import RealSlurmClient
 
@@ -91,11 +92,11 @@ def test_a_four_task_array_runs_to_completion_with_one_squeue_per_poll(
     saved = store.load(session.session_id)
     assert {j.state for j in saved.jobs.values()} == {"completed"}
     assert client.calls["sbatch"] == 1
-    array_id = saved.jobs["k0"].attempts[0]["job_id"].split("_")[0]
-    assert [j.attempts[0]["job_id"] for j in saved.jobs.values()] == [
+    array_id = saved.jobs["k0"].attempts[0].job_id.split("_")[0]
+    assert [j.attempts[0].job_id for j in saved.jobs.values()] == [
         f"{array_id}_{i}" for i in range(4)
     ]
-    assert all("completed" in j.attempts[0]["signals"] for j in saved.jobs.values())
+    assert all("completed" in j.attempts[0].signals for j in saved.jobs.values())
     log = tmp_path / "logs" / f"sweep_{array_id}_3.out"
     assert log.read_text().strip().endswith("TRAINING DONE")
 
@@ -121,11 +122,11 @@ def test_a_job_killed_with_scancel_is_restarted_by_policy(
     _run(controller, 90)
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "completed"
-    assert job.attempts[0]["job_id"] == job_id
-    assert job.attempts[0]["slurm_state"] == "CANCELLED"
-    assert job.attempts[0]["metadata"]["error_type"] == "cancelled"
+    assert job.attempts[0].job_id == job_id
+    assert job.attempts[0].slurm_state == "CANCELLED"
+    assert job.attempts[0].metadata["error_type"] == "cancelled"
     assert job.restarts == {"crash": 1}
-    assert job.attempts[1]["job_id"] != job_id
+    assert job.attempts[1].job_id != job_id
 
 
 def test_a_job_that_stops_writing_is_stalled_cancelled_and_restarted(
@@ -144,9 +145,9 @@ def test_a_job_that_stops_writing_is_stalled_cancelled_and_restarted(
     _run(controller, 90)
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "completed"
-    assert [a["mode"] for a in job.attempts] == ["stall", "success"]
-    assert job.attempts[0]["metadata"]["error_type"] == "hang"
-    hung = job.attempts[0]["job_id"]
+    assert [a.mode for a in job.attempts] == ["stall", "success"]
+    assert job.attempts[0].metadata["error_type"] == "hang"
+    hung = job.attempts[0].job_id
     out = slurm_cluster.run("scontrol", "show", "job", "-o", hung)
     assert "JobState=CANCELLED" in out
     assert client.calls["scancel"] == 1
@@ -173,17 +174,17 @@ def test_a_timeout_is_classified_and_restarted_with_the_longer_time_limit(
     _run(controller, 240)
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "completed"
-    assert [a["mode"] for a in job.attempts] == ["timeout", "success"]
+    assert [a.mode for a in job.attempts] == ["timeout", "success"]
     timed_out = job.attempts[0]
-    assert timed_out["slurm_state"] == "TIMEOUT"
-    assert (timed_out["metadata"]["error_type"], timed_out["metadata"]["reason"]) == (
+    assert timed_out.slurm_state == "TIMEOUT"
+    assert (timed_out.metadata["error_type"], timed_out.metadata["reason"]) == (
         "timeout",
         "TimeLimit",
     )
     assert job.restarts == {"timeout": 1}
     assert job.time_limit == "00:02:00"
-    first = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[0]["job_id"])
-    second = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[1]["job_id"])
+    first = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[0].job_id)
+    second = slurm_cluster.run("scontrol", "show", "job", "-o", job.attempts[1].job_id)
     assert "TimeLimit=00:01:00" in first
     assert "TimeLimit=00:02:00" in second  # SLURM's own record of the resubmitted job
 
@@ -329,7 +330,7 @@ echo "TRAINING DONE"
     _run(controller, 90)
     job = store.load(session.session_id).jobs["k0"]
     assert job.state == "completed"
-    second = tmp_path / "logs" / f"job0_{job.attempts[1]['job_id']}.out"
+    second = tmp_path / "logs" / f"job0_{job.attempts[1].job_id}.out"
     checkpoint = tmp_path / "jobs" / "job0" / "checkpoints" / "iter_0000010"
     assert f"resumed from {checkpoint}" in second.read_text()
 
@@ -348,7 +349,7 @@ def test_status_job_asks_slurm_through_scontrol(
     _run(controller, 60)
     done = _cli(slurm_cluster, "status", "--state-dir", str(store.state_dir), "--job", "job0")
     assert done.returncode == 0, done.stderr
-    job_id = store.load(session.session_id).jobs["k0"].attempts[0]["job_id"]
+    job_id = store.load(session.session_id).jobs["k0"].attempts[0].job_id
     assert f"JobId: {job_id}" in done.stdout
     assert "JobState: COMPLETED" in done.stdout
     assert "ExitCode: 0:0" in done.stdout
@@ -383,9 +384,5 @@ def test_cleanup_yes_cancels_the_live_job_in_slurm_and_archives_its_log(
     assert saved.status == "finished"
     job = saved.jobs["k0"]
     assert (job.state, job.job_id) == ("failed", None)
-    assert job.outcome == {
-        "mode": "crash",
-        "error_type": "cancelled",
-        "decision": "cancelled by cleanup",
-    }
+    assert job.outcome == Outcome("crash", "cancelled", "cancelled by cleanup")
     assert len(list((tmp_path / "archive").glob(f"{session.session_id}-*.tar.gz"))) == 1

@@ -22,7 +22,7 @@ def test_a_planned_sweep_is_submitted_as_one_array_and_monitored_to_completion(
     slurm_cluster: Any, tmp_path: Path
 ) -> None:
     from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.orchestrator import build_plan, write_plan
+    from oellm_autoexp.planning import build_plan, write_plan
 
     loaded = load_config(
         "autoexp", ["sweep=lr_grid", "slurm=local", f"project.base_output_dir={tmp_path}"]
@@ -44,7 +44,7 @@ def test_a_planned_sweep_is_submitted_as_one_array_and_monitored_to_completion(
     assert len(saved.jobs) == 6
     assert {j.state for j in saved.jobs.values()} == {"completed"}
     for job in saved.jobs.values():
-        log = resolve_log_path(job.log_path, job.attempts[0]["job_id"], job.slurm_name)
+        log = resolve_log_path(job.log_path, job.attempts[0].job_id, job.slurm_name)
         assert f"hello from {job.name}" in log.read_text()
     assert saved.plan["plan_id"] == result.plan.plan_id
     assert saved.config["project"]["base_output_dir"] == str(tmp_path)

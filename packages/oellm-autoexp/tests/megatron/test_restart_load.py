@@ -6,7 +6,9 @@ parser is the stand-in (see conftest).
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,14 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.backends.base import JobContext
+from oellm_autoexp.backends.megatron.source import clear_caches
+from oellm_autoexp.backends.per_job import backend_for_job
 from oellm_autoexp.config.loader import load_config
 from oellm_autoexp.monitor import MonitorController
 from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
-from oellm_autoexp.orchestrator import backend_for_job, build_plan, write_plan
 from oellm_autoexp.persistence import SessionStore
+from oellm_autoexp.planning import build_plan, write_plan
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
@@ -109,7 +113,7 @@ def test_a_restart_after_a_checkpoint_runs_a_new_script_with_load(
     record = session.jobs[job.job_id]
     assert record.state == "failed"
     assert record.restarts == {"crash": 1}
-    assert record.outcome is not None and "retry budget spent" in record.outcome["decision"]
+    assert record.outcome is not None and "retry budget spent" in record.outcome.decision
     assert record.script == str(scripts[1])
 
 
@@ -145,7 +149,7 @@ def test_megatron_restart_overrides_follow_the_tracker_file(
 
     job = result.plan.jobs[0]
     ctx = JobContext(job.job_id, job.name, job.index, job.params, job.output_dir, "gpt")
-    backend = backend_for_job(parse_config(result.config), ctx)
+    backend = backend_for_job(parse_config(result.config).backend, ctx)
     save = job.output_dir / "checkpoints"
     if tracker is not None:
         _checkpoint(save, tracker, folder)
@@ -168,8 +172,8 @@ def test_an_invalid_restart_command_stops_the_job_instead_of_restarting_from_scr
     record = session.jobs[job.job_id]
     assert record.state == "failed"
     assert record.outcome is not None
-    assert record.outcome["decision"].startswith("restart command could not be built: ")
-    assert "num_layers" in record.outcome["decision"]
+    assert record.outcome.decision.startswith("restart command could not be built: ")
+    assert "num_layers" in record.outcome.decision
 
 
 def test_without_the_backend_where_the_monitor_runs_the_restart_is_as_planned(
@@ -219,8 +223,82 @@ def test_array_tasks_restart_on_real_slurm_with_load_from_their_checkpoint(
         record = saved.jobs[job.job_id]
         assert record.state == "completed", record.outcome
         assert job.array is not None
-        assert [a["mode"] for a in record.attempts] == ["crash", "success"]
-        second = record.attempts[1]["job_id"]
+        assert [a.mode for a in record.attempts] == ["crash", "success"]
+        second = record.attempts[1].job_id
         assert second.endswith(f"_{job.array.task_index}")  # resubmitted as that array task
         log = resolve_log_path(record.log_path, second, record.slurm_name).read_text()
         assert f"resumed --load={job.output_dir / 'checkpoints'}" in log
+
+
+def _megatron_gone(stand_in: Path) -> None:
+    """From here on no `megatron` can be imported (as on a host without Megatron-LM)."""
+    sys.path.remove(str(stand_in))
+    clear_caches()
+    for name in [n for n in sys.modules if n == "megatron" or n.startswith("megatron.")]:
+        del sys.modules[name]
+
+
+def test_a_restart_where_megatron_is_not_importable_uses_the_plans_schema(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    # Plan with Megatron's parser (inside the image) ...
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    stored = result.plan.plan_dir / "megatron_schema.json"
+    assert "Megatron-LM parser" in json.loads(stored.read_text())["origin"]
+    # ... monitor where no megatron can be imported (the host).
+    _megatron_gone(megatron_importable)
+    with pytest.raises(ImportError):
+        importlib.import_module("megatron.training.arguments")
+    save = job.output_dir / "checkpoints"
+    fake, session = _drive(result, lambda: _checkpoint(save, "20", "iter_0000020"))
+
+    scripts = [request.script for _, request in fake.submissions]
+    assert scripts == [job.script, job.script.parent / "restarts" / f"{job.name}.restart1.sbatch"]
+    assert f"--save={save} --load={save})" in scripts[1].read_text()
+    record = session.jobs[job.job_id]
+    assert record.restarts == {"crash": 1}
+    assert record.outcome is not None and "retry budget spent" in (record.outcome.decision or "")
+
+
+def test_a_restart_without_a_stored_schema_and_without_megatron_is_not_made_from_scratch(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    # A plan directory from before schemas were kept: the monitor cannot validate --load, so
+    # the job stops rather than restarting from scratch (the behaviour this fix replaces).
+    result = _plan(tmp_path, retries=1)
+    job = result.plan.jobs[0]
+    (result.plan.plan_dir / "megatron_schema.json").unlink()
+    _megatron_gone(megatron_importable)
+    fake, session = _drive(
+        result, lambda: _checkpoint(job.output_dir / "checkpoints", "20", "iter_0000020")
+    )
+    assert [request.script for _, request in fake.submissions] == [job.script]
+    record = session.jobs[job.job_id]
+    assert record.outcome is not None
+    assert (record.outcome.decision or "").startswith("restart command could not be built")
+
+
+def test_a_restart_script_keeps_short_and_flag_directives(
+    tmp_path: Path, megatron_importable: Path
+) -> None:
+    path = tmp_path / "gpt.yaml"
+    text = CONFIG.format(root=tmp_path, retries=1, launcher="[torchrun]", lrs="[1.0e-4]")
+    path.write_text(
+        text.replace(
+            "slurm: {use_srun: false, test_only: never}",
+            "slurm: {use_srun: false, test_only: never, extra_directives: ['-p debug'], "
+            "sbatch: {exclusive: true, time: '00:10:00'}}",
+        )
+    )
+    result = build_plan(load_config(str(path)).root)
+    write_plan(result, test_only="never")
+    job = result.plan.jobs[0]
+    save = job.output_dir / "checkpoints"
+    fake, _ = _drive(result, lambda: _checkpoint(save, "20", "iter_0000020"))
+    restart = fake.submissions[1][1].script.read_text().splitlines()
+    assert [line for line in restart if line.startswith("#SBATCH")][2:] == [
+        "#SBATCH --exclusive",
+        "#SBATCH --time=00:10:00",
+        "#SBATCH -p debug",
+    ]

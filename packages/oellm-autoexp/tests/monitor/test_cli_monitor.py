@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.monitor.states import MonitorState
+from oellm_autoexp.persistence.session import Attempt
+
 EXE = Path(sys.executable).with_name("oellm-autoexp")
 
 
@@ -30,7 +33,7 @@ def test_status_shows_every_job_of_every_session(tmp_path: Path, make_session: A
     second, _ = make_session(tmp_path, jobs=1, array=False)
     job = first.jobs["k1"]
     job.state, job.slurm_state, job.job_id, job.restarts = (
-        "running",
+        MonitorState.RUNNING,
         "RUNNING",
         "77_1",
         {"stall": 1},
@@ -89,8 +92,8 @@ def test_monitoring_without_slurm_installed_is_a_usage_error(
 def test_cleanup_asks_first_and_archives_logs_with_yes(tmp_path: Path, make_session: Any) -> None:
     session, store = make_session(tmp_path, jobs=1, array=False)
     job = session.jobs["k0"]
-    job.state = "completed"
-    job.attempts = [{"job_id": "55", "mode": "success"}]
+    job.state = MonitorState.COMPLETED
+    job.attempts = [Attempt("55", "COMPLETED", "success", {}, ended_at=1.0)]
     store.save(session)
     log = tmp_path / "logs" / "job0_55.out"
     log.write_text("done\n")
@@ -172,8 +175,8 @@ def test_an_unanswered_sbatch_is_reported_not_counted_and_resolved_by_the_next_m
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     # SLURM is the fake here (the boundary): sbatch times out without queuing anything.
-    from oellm_autoexp import cli_monitor
     from oellm_autoexp.cli import main
+    from oellm_autoexp.cli import monitor as cli_monitor
     from oellm_autoexp.persistence import SessionStore
     from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
 

@@ -118,3 +118,39 @@ def test_bad_monitor_files_name_the_file_and_key(tmp_path: Path) -> None:
         assert len(lines) == 1, lines
         assert expected in lines[0]
         assert str(path) in lines[0] or "watch" in lines[0]
+
+
+def test_log_text_reaches_actions_as_data_and_never_runs(tmp_path: Path) -> None:
+    pwned = tmp_path / "PWNED"
+    line = f"Saved checkpoint $(touch {pwned}) `touch {pwned}` \"{{x}}\" '; touch {pwned}; '"
+    seen = tmp_path / "seen.txt"
+    # The placeholder in each quoting context, and the variable read directly.
+    path = _monitor_file(
+        tmp_path,
+        actions={
+            "checkpoint_saved": (
+                f'printf "%s\\n" {{line}} "in dq: {{line}}" >> {seen}; '
+                f"printf '%s\\n' \"$AUTOEXP_JOB/$AUTOEXP_EVENT: $AUTOEXP_LINE\" >> {seen}"
+            )
+        },
+    )
+    (tmp_path / "train.log").write_text(line + "\n")
+    done = _run("monitor", str(path), "--once")
+    assert done.returncode == 0, done.stderr
+    assert _actions(done.stdout) == ["action checkpoint_saved", "action run_running"]
+    assert seen.read_text().splitlines() == [
+        line,
+        f"in dq: {line}",
+        f"train/checkpoint_saved: {line}",
+    ]
+    assert not pwned.exists()
+
+
+def test_a_placeholder_inside_single_quotes_is_refused_with_the_variable_to_use(
+    tmp_path: Path,
+) -> None:
+    path = _monitor_file(tmp_path, actions={"oom": "echo '{line}'"})
+    done = _run("monitor", str(path), "--once")
+    assert done.returncode == 2
+    (message,) = done.stderr.strip().splitlines()
+    assert "actions.oom: bad placeholder" in message and "$AUTOEXP_LINE" in message

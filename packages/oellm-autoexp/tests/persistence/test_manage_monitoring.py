@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.monitor.states import MonitorState
+
 SCRIPT = Path(__file__).parents[2] / "scripts" / "manage_monitoring.py"
 
 
@@ -24,7 +26,7 @@ def _run(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_list_show_dump_and_guarded_remove(tmp_path: Path, make_session: Any) -> None:
     session, store = make_session(tmp_path, jobs=2)
     sid = session.session_id
-    session.jobs["k0"].job_id, session.jobs["k0"].state = "9_0", "running"
+    session.jobs["k0"].job_id, session.jobs["k0"].state = "9_0", MonitorState.RUNNING
     store.save(session)
     listing = _run(store.state_dir, "list")
     assert listing.returncode == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.errors import AutoexpUsageError
+from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence import (
     JobRecord,
     Session,
@@ -52,7 +53,7 @@ def test_saves_are_atomic_and_leave_no_temp_files(tmp_path: Path) -> None:
     store = SessionStore.for_output_dir(tmp_path)
     session = _session(tmp_path, jobs=200)
     store.create(session)
-    session.jobs["k3"].state = "completed"
+    session.jobs["k3"].state = MonitorState.COMPLETED
     store.save(session)
     assert [p.name for p in store.state_dir.iterdir()] == [f"{session.session_id}.json"]
     assert store.load(session.session_id).jobs["k3"].state == "completed"
@@ -141,3 +142,25 @@ def test_a_second_monitor_cannot_take_the_lock_until_the_first_dies(tmp_path: Pa
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+def test_typed_job_records_round_trip_through_the_flat_json_form() -> None:
+    from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome
+
+    record = JobRecord("k", "job", "s.sbatch", "job", "/l/job_%j.out", "/o")
+    record.state = MonitorState.FAILED
+    record.attempts = [Attempt("7", "FAILED", "crash", {"error_type": "oom"}, 5.0, ["oom"])]
+    record.outcome = Outcome.of("crash", {"error_type": "oom", "exit_code": 1}, "no policy")
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["state"] == "failed"
+    assert data["outcome"] == {
+        "mode": "crash",
+        "error_type": "oom",
+        "decision": "no policy",
+        "exit_code": 1,
+    }
+    back = JobRecord.from_dict(data)
+    assert back == record and back.state is MonitorState.FAILED
+    assert back.outcome is not None and back.outcome.details == {"exit_code": 1}
+    with pytest.raises(ValueError, match="'lost'"):
+        JobRecord.from_dict({**data, "state": "lost"})

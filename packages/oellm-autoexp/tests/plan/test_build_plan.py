@@ -16,8 +16,8 @@ from oellm_autoexp.config.interfaces import MonitorConfigBase, MonitorInterface
 from oellm_autoexp.config.loader import parse_config
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
-from oellm_autoexp.orchestrator import build_plan, write_plan
 from oellm_autoexp.plan import JobPlan, Plan
+from oellm_autoexp.planning import build_plan, write_plan
 
 
 @dataclass
@@ -274,7 +274,7 @@ def test_planning_with_the_command_backend_never_imports_torch_or_megatron(tmp_p
     code = f"""
 import sys
 from oellm_autoexp.config.loader import load_config
-from oellm_autoexp.orchestrator import build_plan, write_plan
+from oellm_autoexp.planning import build_plan, write_plan
 loaded = load_config({str(Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml")!r},
                      ["project.base_output_dir={tmp_path}"])
 write_plan(build_plan(loaded.root), test_only="never")

@@ -9,7 +9,6 @@ import pytest
 
 from oellm_autoexp.config.loader import parse_config
 from oellm_autoexp.errors import AutoexpRunError, AutoexpUsageError, ConfigError
-from oellm_autoexp.orchestrator import build_plan
 from oellm_autoexp.plan_cost import (
     JobShape,
     PlanCost,
@@ -18,6 +17,7 @@ from oellm_autoexp.plan_cost import (
     plan_cost,
     time_limit_hours,
 )
+from oellm_autoexp.planning import build_plan
 
 
 @pytest.mark.parametrize(

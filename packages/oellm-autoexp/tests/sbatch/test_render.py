@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from oellm_autoexp.config.loader import parse_config
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
-from oellm_autoexp.orchestrator import build_plan, write_plan
+from oellm_autoexp.planning import build_plan, write_plan
 from oellm_autoexp.slurm.render import quoted_tokens
 from oellm_autoexp.slurm.validate import check_script, lint_script
 

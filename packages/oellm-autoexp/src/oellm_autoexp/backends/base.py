@@ -102,6 +102,23 @@ class BackendInterface(RegistrableConfigInterface):
         _ = job, metadata
         return {}
 
+    def plan_artifacts(self) -> Mapping[str, str]:
+        """Files (name -> text) to keep in the plan directory for rebuilding commands later.
+
+        The monitor may run where the plan's tools are missing (plan in a container, monitor
+        on the host); what a restart needs to rebuild and validate a command goes here.
+        Default: nothing.
+        """
+        return {}
+
+    def restart_config(self, data: Mapping[str, Any], plan_dir: Path) -> dict[str, Any]:
+        """The backend config (dumped) to rebuild restart commands with, given the plan's files.
+
+        Default: the planned config unchanged.
+        """
+        _ = plan_dir
+        return dict(data)
+
     def postprocess(self, output_dir: Path) -> None:
         """Optional hook run after a job completed (e.g. convert checkpoints). Default: nothing."""
         _ = output_dir

@@ -123,11 +123,58 @@ def _resolve_plain(raw: Any, overrides: Sequence[str], *, source: str) -> dict[s
     for override in overrides:
         _apply_override(cfg, override, source=source)
     try:
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = _resolve_with_derived(cfg, source=source)
     except OmegaConfBaseException as exc:
         raise _omegaconf_error(exc, source) from None
-    assert isinstance(data, dict)
-    return _flatten({str(k): v for k, v in data.items()}, source=source)
+    return _flatten(data, source=source)
+
+
+def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
+    """Resolve `cfg` to plain data, recording interpolations that follow the sweep.
+
+    Values that depend on swept keys are resolved here with the first sweep point's values
+    (keys only the sweep sets are added for that and removed again), so the base config parses;
+    `derived` keeps their interpolations for the planner to resolve per job.
+    """
+    from omegaconf import OmegaConf
+
+    from oellm_autoexp.config.derived import interpolations, split_derived
+    from oellm_autoexp.sweep.expand import expand
+
+    unresolved = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(unresolved, dict)
+    outside_sweep = {str(k): v for k, v in unresolved.items() if k != "sweep"}
+    if not interpolations(outside_sweep):  # nothing can follow the sweep: resolve as is
+        plain = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(plain, dict)
+        return {str(k): v for k, v in plain.items()}
+    sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if "sweep" in cfg else None
+    points: list[dict[str, Any]] = []
+    if isinstance(sweep, dict):
+        base = sweep.get("base") or {}
+        try:
+            points = [{**base, **point} for point in expand(sweep.get("axes"))]
+        except ConfigError as exc:
+            raise exc.with_file(source) from None
+    split = split_derived(outside_sweep, points, source=source)
+    for key, value in split.placeholders.items():
+        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved, dict)
+    data = {str(k): v for k, v in resolved.items()}
+    for key in split.placeholders:
+        _delete_path(data, key)
+    if split.derived:
+        data["derived"] = {**(data.get("derived") or {}), **split.derived}
+    return data
+
+
+def _delete_path(data: dict[str, Any], dotted: str) -> None:
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        data.pop(head, None)
+    elif isinstance(data.get(head), dict):
+        _delete_path(data[head], rest)
 
 
 def _apply_override(cfg: Any, override: str, *, source: str) -> None:
@@ -172,7 +219,6 @@ def _compose(
     """Compose `name` from the Hydra tree at `directory` and resolve it to a plain dict."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     if not (directory / f"{name}.yaml").is_file():
@@ -188,14 +234,13 @@ def _compose(
     try:
         with initialize_config_dir(config_dir=str(directory), version_base=None):
             cfg = compose(config_name=name, overrides=list(overrides))
-        data = OmegaConf.to_container(cfg, resolve=True)
+        data = _resolve_with_derived(cfg, source=source)
     except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as exc:
         _raise_malformed_yaml_in(directory)
         if isinstance(exc, OmegaConfBaseException) and getattr(exc, "full_key", None):
             raise _omegaconf_error(exc, source) from None
         raise ConfigError(_hydra_message(exc), file=source) from None
-    assert isinstance(data, dict)
-    return _flatten({str(k): v for k, v in data.items()}, source=source)
+    return _flatten(data, source=source)
 
 
 def _raise_malformed_yaml_in(directory: Path) -> None:
@@ -400,11 +445,14 @@ def dump_config(root: RootConfig) -> dict[str, Any]:
     """The config as plain data that `parse_config` reads back to an equal `RootConfig`.
 
     compoconf writes ``class_name: ''`` for sections that are not registry members; those are
-    dropped so the dump reads like the YAML a user writes.
+    dropped so the dump reads like the YAML a user writes, and so is an empty `derived`.
     """
     from compoconf import dump_config as compoconf_dump
 
-    return _drop_empty_class_names(compoconf_dump(root))  # type: ignore[no-any-return]
+    data: dict[str, Any] = _drop_empty_class_names(compoconf_dump(root))
+    if not data.get("derived"):  # as absent: configs without derived values keep their plan ids
+        data.pop("derived", None)
+    return data
 
 
 def _drop_empty_class_names(value: Any) -> Any:

@@ -112,3 +112,6 @@ class RootConfig(ConfigInterface):
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     container: ContainerConfig | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Dotted key -> interpolation resolved per job after its sweep values are applied (filled
+    # by the loader for interpolations that depend on swept keys; see `config.derived`).
+    derived: dict[str, str] = field(default_factory=dict)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shlex
 import subprocess
 import time
 import uuid
@@ -28,8 +27,9 @@ from oellm_autoexp.monitor.log_signals import read_new_text
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
 from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
+from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, run_with_fields
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
-from oellm_autoexp.persistence.session import JobRecord, Session
+from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome, Session
 from oellm_autoexp.persistence.store import SessionStore
 from oellm_autoexp.slurm.client import (
     JobInfo,
@@ -60,6 +60,10 @@ class Action:
     job_id: str | None
     line: str
     at: float
+
+    def describe(self) -> str:
+        """The one-line form users see: ``action <event>: job <name> (<slurm id>): <line>``."""
+        return f"action {self.action}: job {self.job} ({self.job_id}): {self.line}"
 
 
 @dataclass
@@ -332,7 +336,7 @@ class MonitorController:
                 continue
             self._set_state(job, MonitorState.FAILED, f"resubmission rejected: {exc}")
             job.next_submit_at = None
-            job.outcome = {"mode": "crash", "error_type": "submit_failed", "reason": str(exc)}
+            job.outcome = Outcome("crash", "submit_failed", f"resubmission rejected: {exc}")
         return initial
 
     def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
@@ -356,7 +360,7 @@ class MonitorController:
         base = self.client.submit(request)
         for job in jobs:
             new_id = base if job.array_index is None else f"{base}_{job.array_index}"
-            old_id = job.attempts[-1]["job_id"] if job.attempts else None
+            old_id = job.attempts[-1].job_id if job.attempts else None
             job.job_id, job.submit_token, job.submitted_at = new_id, None, now
             job.next_submit_at, job.slurm_state, job.last_activity = None, None, None
             job.log_offset, job.file_marks, job.signals = 0, {}, []
@@ -412,7 +416,7 @@ class MonitorController:
         """A watched log without a SLURM job: pending until it appears, then by activity."""
         state, signals = job.state, len(job.signals)
         if self._read_logs(rt, job, now):
-            job.outcome = {"mode": "success", "reason": "completion marker"}
+            job.outcome = Outcome("success", decision="completion marker")
             self._set_state(job, MonitorState.COMPLETED, "completion marker in the log")
         elif job.last_activity is not None:  # else the log does not exist yet
             idle = now - job.last_activity
@@ -443,12 +447,11 @@ class MonitorController:
             events.append((f"run_{job.state}", f"{old_state} -> {job.state}"))
         if len(job.attempts) > old_attempts:
             last = job.attempts[-1]
-            meta = last.get("metadata") or {}
             events.append(
                 (
                     "run_ended",
-                    f"mode={last['mode']} error_type={meta.get('error_type') or '-'} "
-                    f"slurm_state={last.get('slurm_state') or '-'}",
+                    f"mode={last.mode} error_type={last.metadata.get('error_type') or '-'} "
+                    f"slurm_state={last.slurm_state or '-'}",
                 )
             )
         for action, line in events:
@@ -591,19 +594,19 @@ class MonitorController:
     # -- decisions ------------------------------------------------------------------------
     def _finish_attempt(self, rt: _Runtime, job: JobRecord, cls: Classification, now: float) -> int:
         job.attempts.append(
-            {
-                "job_id": job.job_id,
-                "slurm_state": job.slurm_state,
-                "mode": str(cls.mode),
-                "metadata": cls.metadata,
-                "ended_at": now,
-                "signals": list(job.signals),
-            }
+            Attempt(
+                job_id=str(job.job_id),
+                slurm_state=job.slurm_state,
+                mode=str(cls.mode),
+                metadata=cls.metadata,
+                ended_at=now,
+                signals=list(job.signals),
+            )
         )
         log.info("job %s (%s): classified %s %s", job.name, job.job_id, cls.mode, cls.metadata)
         job.job_id = None
         if cls.mode is Mode.SUCCESS:
-            job.outcome = {"mode": "success", **cls.metadata}
+            job.outcome = Outcome.of("success", cls.metadata)
             self._set_state(job, MonitorState.COMPLETED, "success")
             return 0
         mode = str(cls.mode)
@@ -641,7 +644,7 @@ class MonitorController:
         if action == "restart":
             action, reason = self._rewrite_for_restart(rt, job, cls, reason)
         if action != "restart":
-            job.outcome = {"mode": mode, **cls.metadata, "decision": reason}
+            job.outcome = Outcome.of(mode, cls.metadata, reason)
             self._set_state(job, MonitorState.FAILED, reason)
             job.next_submit_at = None
             return 0
@@ -677,11 +680,11 @@ class MonitorController:
         return "restart", f"{reason}; {changes}"
 
     def _set_state(self, job: JobRecord, state: MonitorState, detail: str) -> None:
-        if job.state == state.value:
+        if job.state == state:
             return
-        log.info("job %s: %s -> %s (%s)", job.name, job.state, state.value, detail)
-        job.record_transition(self.clock(), job.state, state.value, detail)
-        job.state = state.value
+        log.info("job %s: %s -> %s (%s)", job.name, job.state.value, state.value, detail)
+        job.record_transition(self.clock(), job.state.value, state.value, detail)
+        job.state = state
 
     def _save_dirty(self) -> None:
         now = self.clock()
@@ -699,8 +702,10 @@ TERMINATION_CMD_TIMEOUT_S = 120.0
 def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
     """Run `monitoring.termination_cmd` for a finished job; exit 0 means the run completed.
 
-    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` are filled in (shell-quoted). A
-    timeout or a command that cannot start counts as "not completed" and is logged.
+    ``{output_dir}``, ``{name}``, ``{job_id}`` and ``{log}`` read ``$AUTOEXP_OUTPUT_DIR``,
+    ``$AUTOEXP_NAME``, ``$AUTOEXP_JOB_ID`` and ``$AUTOEXP_LOG`` (values never enter the shell
+    source; see `shell_fields`). A timeout or a command that cannot start counts as "not
+    completed" and is logged.
     """
     job_id = str(job.job_id)
     fields = {
@@ -710,14 +715,10 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
         "log": fill_log_pattern(job.log_path, job_id, job.slurm_name),
     }
     try:
-        text = command.format(**{k: shlex.quote(v) for k, v in fields.items()})
-        done = subprocess.run(
-            ["bash", "-c", text],
-            capture_output=True,
-            timeout=TERMINATION_CMD_TIMEOUT_S,
-            check=False,
+        done = run_with_fields(
+            command, TERMINATION_FIELDS, fields, timeout=TERMINATION_CMD_TIMEOUT_S
         )
-    except (KeyError, ValueError, OSError, subprocess.TimeoutExpired) as exc:
+    except (ValueError, OSError, subprocess.TimeoutExpired) as exc:  # ValueError: bad template
         log.warning("job %s: termination_cmd failed to run (%s)", job.name, exc)
         return False
     log.info("job %s: termination_cmd exited %d", job.name, done.returncode)

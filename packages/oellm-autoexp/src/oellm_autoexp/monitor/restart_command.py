@@ -55,7 +55,7 @@ class RestartScripts:
         if planned is None or not self.session.config:
             return None
         from oellm_autoexp.backends.base import JobContext
-        from oellm_autoexp.orchestrator import backend_for_job
+        from oellm_autoexp.backends.per_job import backend_for_job
 
         ctx = JobContext(
             job_id=job.key,
@@ -67,7 +67,7 @@ class RestartScripts:
         )
         try:
             root = self._config()
-            backend = backend_for_job(root, ctx)
+            backend = backend_for_job(root.backend, ctx)
         except AutoexpError as exc:
             # No backend here (e.g. a plugin installed only where the plan was made): the hook
             # cannot run, and the job restarts as planned, as it would without a hook.
@@ -84,10 +84,20 @@ class RestartScripts:
         return RestartScript(path, overrides)
 
     def _config(self) -> RootConfig:
+        """The session's config, its backend set up from the plan's own files (`restart_config`)."""
         if self._root is None:
+            from oellm_autoexp.backends.base import instantiate_backend
             from oellm_autoexp.config.loader import parse_config
 
-            self._root = parse_config(self.session.config, source="the session's config")
+            source = "the session's config"
+            planned = parse_config(self.session.config, source=source)
+            plan_dir = self.session.plan.get("plan_dir")
+            backend = dict(self.session.config.get("backend") or {})
+            if plan_dir:
+                backend = instantiate_backend(planned.backend).restart_config(
+                    backend, Path(str(plan_dir))
+                )
+            self._root = parse_config({**self.session.config, "backend": backend}, source=source)
         return self._root
 
     def _render(
@@ -101,9 +111,12 @@ class RestartScripts:
     ) -> str:
         from oellm_autoexp.slurm.render import Renderer, ScriptSpec, TaskSpec
 
-        # The plan keeps the script's directives as name -> value ("" for a bare flag).
+        # The plan keeps the script's directives as name -> value ("" for a bare flag); a short
+        # option ("-p gpu") is kept whole as its name.
         directives = [
-            f"--{name}={value}" if value else f"--{name}"
+            f"--{name}={value}"
+            if value
+            else (f"-{name}" if name[1:2] in ("", " ") else f"--{name}")
             for name, value in dict(planned["sbatch"]).items()
         ]
         index = job.array_index if job.array_index is not None else 0

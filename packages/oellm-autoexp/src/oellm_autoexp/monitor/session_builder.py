@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.controller import MonitorController
+from oellm_autoexp.monitor.controller import Action, MonitorController, PollReport
 from oellm_autoexp.persistence.session import JobRecord, Session, new_session_id
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionStore
 from oellm_autoexp.plan import Plan
@@ -73,19 +73,30 @@ def submit_plan(
     config: Mapping[str, Any],
     client: SlurmClient,
     *,
+    store: SessionStore | None = None,
     monitor: bool = True,
     sleep: Callable[[float], None] | None = None,
+    after_poll: Callable[[Action], None] | None = None,
 ) -> Session:
-    """Create the session, submit every script and (by default) monitor to the end."""
-    store = SessionStore(state_dir_for(config, plan.output_root))
+    """Create the session, submit every script and (by default) monitor to the end.
+
+    `after_poll`, when given, receives every action (event) each poll produced.
+    """
+    store = store or SessionStore(state_dir_for(config, plan.output_root))
     session = session_from_plan(plan, config)
     store.create(session)
     with store.lock(session.session_id):
         controller = MonitorController(client, store, [session])
-        controller.poll_once()  # submits everything (intent saved before each sbatch)
+
+        def hand_over(_report: PollReport) -> None:
+            for action in controller.drain_actions():
+                if after_poll is not None:
+                    after_poll(action)
+
+        hand_over(controller.poll_once())  # submits everything (intent saved before each sbatch)
         if monitor and controller.active:
             if sleep is None:
-                controller.run()
+                controller.run(after_poll=hand_over)
             else:
-                controller.run(sleep=sleep)
+                controller.run(sleep=sleep, after_poll=hand_over)
     return session

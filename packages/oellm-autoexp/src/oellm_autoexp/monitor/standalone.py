@@ -11,34 +11,45 @@ A MONITOR.yaml is told from an experiment config by its top-level ``watch:`` lis
       - {name: eval, log: /runs/eval/eval.log, output_paths: [/runs/eval/metrics.jsonl]}
     actions:                    # optional: event name -> shell command
       checkpoint_saved: "/opt/tools/convert.sh {job} {line}"
-      run_ended: "echo {job} {line} >> /runs/ended.txt"
+      run_ended: 'echo "$AUTOEXP_JOB ended: $AUTOEXP_LINE" >> /runs/ended.txt'
     state_dir: /runs/monitoring_state   # optional; default: monitoring_state next to the file
 
 Every lifecycle change (``run_pending``, ``run_running``, ``run_stalled``, ``run_completed``,
 ``run_failed``, and ``run_ended`` with the classified mode when a SLURM job ends), the completion
 marker (``completion_marker``: the `termination_str` line) and every signal match (the
 pre-registered ``oom``, ``nccl``, ``exception``, ``nan_loss``, ``checkpoint_saved`` and the
-configured ones) is an event; an event
-with an entry under ``actions`` runs that command. Nothing is ever submitted or restarted: the
-watched jobs were submitted by someone else. State (log offsets, job states) is kept in a session
-file whose id derives from the file's path, so running the same MONITOR.yaml again resumes
-without firing the same events twice.
+configured ones) is an event; an event with an entry under ``actions`` runs that command. The
+event's values reach the command only through the environment (``$AUTOEXP_JOB``,
+``$AUTOEXP_LINE``, ...; a ``{line}`` placeholder is rewritten into a reference to
+``$AUTOEXP_LINE``), never as shell source: see `shell_fields`. Nothing is ever submitted or
+restarted: the watched jobs were submitted by someone else. State (log offsets, job states) is
+kept in a session file whose id derives from the file's path, so running the same MONITOR.yaml
+again resumes without firing the same events twice.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import shlex
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.monitor.shell_fields import (
+    ACTION_FIELDS,
+    TERMINATION_FIELDS,
+    check_command_template,
+    run_with_fields,
+)
 from oellm_autoexp.persistence.session import JobRecord, Session
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionNotFoundError, SessionStore
+
+if TYPE_CHECKING:
+    from oellm_autoexp.api import Reporter
+    from oellm_autoexp.slurm.client import SlurmClient
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
@@ -46,7 +57,6 @@ MONITOR_KEYS = frozenset({"monitoring", "watch", "actions", "state_dir"})
 WATCH_KEYS = frozenset({"name", "job_id", "log", "output_paths"})
 # An action command that hangs must not hang the monitor.
 ACTION_TIMEOUT_S = 120.0
-ACTION_FIELDS = ("job", "job_id", "event", "signal", "line", "session")
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,12 @@ def parse_monitor_file(data: Mapping[str, Any], path: Path) -> MonitorFile:
     ):
         raise ConfigError("expected a mapping of event name -> command", key="actions", file=path)
     for name, command in actions.items():
-        _check_action(command, f"actions.{name}", path)
+        check_command_template(command, ACTION_FIELDS, key=f"actions.{name}", file=path)
+    termination_cmd = monitoring.get("termination_cmd")
+    if isinstance(termination_cmd, str):
+        check_command_template(
+            termination_cmd, TERMINATION_FIELDS, key="monitoring.termination_cmd", file=path
+        )
     state_dir = data.get("state_dir")
     base = path.parent
     return MonitorFile(
@@ -161,17 +176,6 @@ def _watch_entry(item: Any, key: str, path: Path) -> WatchEntry:
     if not isinstance(outputs, list) or not all(isinstance(p, str) for p in outputs):
         raise ConfigError("expected a list of paths", key=f"{key}.output_paths", file=path)
     return WatchEntry(name, log_path, job_id, tuple(outputs))
-
-
-def _check_action(command: str, key: str, path: Path) -> None:
-    try:
-        command.format(**dict.fromkeys(ACTION_FIELDS, ""))
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigError(
-            f"bad placeholder in {command!r}: {exc} (known: {', '.join(ACTION_FIELDS)})",
-            key=key,
-            file=path,
-        ) from None
 
 
 def _record(entry: WatchEntry) -> JobRecord:
@@ -227,7 +231,7 @@ def open_session(spec: MonitorFile, store: SessionStore) -> Session:
 
 
 def _same_target(old: JobRecord, new: JobRecord) -> bool:
-    first_id = old.attempts[0]["job_id"] if old.attempts else old.job_id
+    first_id = old.attempts[0].job_id if old.attempts else old.job_id
     return (old.log_path, old.output_paths, first_id) == (
         new.log_path,
         new.output_paths,
@@ -236,7 +240,7 @@ def _same_target(old: JobRecord, new: JobRecord) -> bool:
 
 
 class ActionDispatcher:
-    """Runs the configured command of each event (fields shell-quoted), logs the outcome."""
+    """Runs the configured command of each event (values in the environment), logs the outcome."""
 
     def __init__(self, commands: Mapping[str, str]) -> None:
         self.commands = dict(commands)
@@ -256,17 +260,10 @@ class ActionDispatcher:
                 "line": action.line,
                 "session": action.session_id,
             }
-            text = command.format(**{k: shlex.quote(str(v)) for k, v in fields.items()})
             self.ran += 1
             try:
-                done = subprocess.run(
-                    ["bash", "-c", text],
-                    capture_output=True,
-                    text=True,
-                    timeout=ACTION_TIMEOUT_S,
-                    check=False,
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
+                done = run_with_fields(command, ACTION_FIELDS, fields, timeout=ACTION_TIMEOUT_S)
+            except (ValueError, OSError, subprocess.TimeoutExpired) as exc:
                 log.warning(
                     "action %s for job %s failed to run: %s", action.action, action.job, exc
                 )
@@ -280,3 +277,31 @@ class ActionDispatcher:
                 done.returncode,
                 f" ({done.stderr.strip()[:200]})" if done.returncode else "",
             )
+
+
+def run_monitor_file(
+    spec: MonitorFile, client: SlurmClient, *, reporter: Reporter, once: bool
+) -> tuple[SessionStore, Session]:
+    """Watch what `spec` lists (one poll, or until every entry is finished) under its lock.
+
+    Each poll's events go to `reporter.action` and then to the configured actions.
+    """
+    from oellm_autoexp.monitor.controller import MonitorController
+
+    store = store_for(spec)
+    dispatcher = ActionDispatcher(spec.actions)
+    with store.lock(spec.session_id):
+        session = open_session(spec, store)
+        controller = MonitorController(client, store, [session])
+
+        def after_poll(_report: object) -> None:
+            actions = controller.drain_actions()
+            for action in actions:
+                reporter.action(action)
+            dispatcher.dispatch(actions)
+
+        if once:
+            after_poll(controller.poll_once())
+        else:
+            controller.run(after_poll=after_poll)
+    return store, session

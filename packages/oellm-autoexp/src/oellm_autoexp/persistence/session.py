@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
+
+from oellm_autoexp.monitor.states import MonitorState
 
 SESSION_FORMAT = "oellm-autoexp-session"
 SESSION_VERSION = 1
@@ -28,6 +32,76 @@ def new_session_id() -> str:
 def utc_now_iso() -> str:
     """The current time as an ISO-8601 UTC string (session timestamps)."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class Attempt:
+    """One finished SLURM attempt of a job: its id, how it ended, and how it was classified."""
+
+    job_id: str
+    slurm_state: str | None
+    mode: str  # a `Mode` value: success, crash, timeout, stall
+    metadata: dict[str, Any]  # the classification's details (error_type, reason, exit_code, ...)
+    ended_at: float
+    signals: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the session file's `attempts` entries)."""
+        return {
+            "job_id": self.job_id,
+            "slurm_state": self.slurm_state,
+            "mode": self.mode,
+            "metadata": self.metadata,
+            "ended_at": self.ended_at,
+            "signals": self.signals,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attempt:
+        """Inverse of `to_dict`; raises KeyError/TypeError on a malformed entry."""
+        return cls(
+            job_id=str(data["job_id"]),
+            slurm_state=data.get("slurm_state"),
+            mode=str(data["mode"]),
+            metadata=dict(data.get("metadata") or {}),
+            ended_at=float(data["ended_at"]),
+            signals=list(data.get("signals") or []),
+        )
+
+
+@dataclass
+class Outcome:
+    """How a job ended for good: its mode, error type, the decision that ended it, details.
+
+    Stored flat in the session file (``{"mode": ..., "error_type": ..., "decision": ...,
+    **details}``), as the classification metadata it comes from.
+    """
+
+    mode: str
+    error_type: str | None = None
+    decision: str | None = None  # why no (further) restart, or what marked success
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, mode: str, metadata: Mapping[str, Any], decision: str | None = None) -> Outcome:
+        """An outcome from a classification's mode and metadata."""
+        details = {k: v for k, v in metadata.items() if k != "error_type"}
+        return cls(mode, metadata.get("error_type"), decision, details)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON form (None fields left out)."""
+        head: dict[str, Any] = {"mode": self.mode}
+        if self.error_type is not None:
+            head["error_type"] = self.error_type
+        if self.decision is not None:
+            head["decision"] = self.decision
+        return {**self.details, **head}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
+        """Inverse of `to_dict`."""
+        rest = {k: v for k, v in data.items() if k not in ("mode", "error_type", "decision")}
+        return cls(str(data["mode"]), data.get("error_type"), data.get("decision"), rest)
 
 
 @dataclass
@@ -49,7 +123,7 @@ class JobRecord:
     output_paths: list[str] = field(default_factory=list)
     time_limit: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # exported to restarts (--export)
-    state: str = "pending"
+    state: MonitorState = MonitorState.PENDING
     slurm_state: str | None = None
     job_id: str | None = None
     submit_token: str | None = None
@@ -57,12 +131,12 @@ class JobRecord:
     next_submit_at: float | None = None
     last_activity: float | None = None
     restarts: dict[str, int] = field(default_factory=dict)
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     transitions: list[dict[str, Any]] = field(default_factory=list)
     file_marks: dict[str, list[float]] = field(default_factory=dict)
     log_offset: int = 0
     signals: list[str] = field(default_factory=list)
-    outcome: dict[str, Any] | None = None
+    outcome: Outcome | None = None
 
     def __post_init__(self) -> None:
         if self.array_index is not None and "%j" in self.log_path:
@@ -75,7 +149,20 @@ class JobRecord:
     @property
     def finished(self) -> bool:
         """Completed or failed for good (no restart pending)."""
-        return self.state in {"completed", "failed"} and self.next_submit_at is None
+        done = self.state in (MonitorState.COMPLETED, MonitorState.FAILED)
+        return done and self.next_submit_at is None
+
+    @property
+    def last_slurm_id(self) -> str | None:
+        """The current attempt's SLURM id, else the last finished attempt's (None: never ran)."""
+        if self.job_id:
+            return self.job_id
+        return self.attempts[-1].job_id if self.attempts else None
+
+    def known_as(self, wanted: str) -> bool:
+        """Whether `wanted` is this job's name, key or the SLURM id of any of its attempts."""
+        ids = {self.name, self.key, self.job_id, *(a.job_id for a in self.attempts)}
+        return wanted in ids
 
     def record_transition(self, at: float, old: str, new: str, detail: str = "") -> None:
         """Append a transition, keeping the most recent `MAX_TRANSITIONS`."""
@@ -83,16 +170,30 @@ class JobRecord:
         del self.transitions[:-MAX_TRANSITIONS]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (shallow: every field already holds JSON types)."""
-        return {name: getattr(self, name) for name in _JOB_FIELDS}
+        """JSON-ready form (shallow apart from the typed attempts and outcome)."""
+        data = {name: getattr(self, name) for name in _JOB_FIELDS}
+        data["state"] = self.state.value
+        data["attempts"] = [attempt.to_dict() for attempt in self.attempts]
+        data["outcome"] = None if self.outcome is None else self.outcome.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> JobRecord:
-        """Inverse of `to_dict`; unknown keys are an error (a foreign or newer file)."""
+        """Inverse of `to_dict`; unknown keys or states are an error (a foreign or newer file)."""
         extra = sorted(set(data) - set(_JOB_FIELDS))
         if extra:
             raise KeyError(f"unexpected key(s) {', '.join(extra)}")
-        return cls(**data)
+        typed = dict(data)
+        typed["state"] = MonitorState(data.get("state", "pending"))
+        typed["attempts"] = [Attempt.from_dict(a) for a in data.get("attempts") or []]
+        outcome = data.get("outcome")
+        typed["outcome"] = None if outcome is None else Outcome.from_dict(outcome)
+        return cls(**typed)
+
+
+def find_jobs(sessions: Iterable[Session], wanted: str) -> list[JobRecord]:
+    """The jobs of `sessions` known as `wanted` (name, key or SLURM id; see `known_as`)."""
+    return [job for session in sessions for job in session.jobs.values() if job.known_as(wanted)]
 
 
 # Field names in declaration order; `asdict` deep-copies and is 10x slower on 10,000 jobs.
@@ -118,6 +219,32 @@ class Session:
         """Whether any job still needs the monitor."""
         return any(not job.finished for job in self.jobs.values())
 
+    def live_job_ids(self) -> list[str]:
+        """SLURM ids of the jobs that are queued or running."""
+        return [j.job_id for j in self.jobs.values() if j.job_id and not j.finished]
+
+    def mark_cancelled(self, job_ids: Iterable[str], decision: str) -> None:
+        """Record the jobs with `job_ids` as failed by cancellation; the session as finished."""
+        wanted = set(job_ids)
+        for job in self.jobs.values():
+            if job.job_id in wanted:
+                job.state, job.next_submit_at, job.job_id = MonitorState.FAILED, None, None
+                job.outcome = Outcome("crash", "cancelled", decision)
+        self.status = "finished"
+
+    def log_files(self) -> list[Path]:
+        """The existing SLURM log files of every attempt of every job."""
+        from oellm_autoexp.slurm.log_pattern import fill_log_pattern
+
+        logs: list[Path] = []
+        for job in self.jobs.values():
+            job_ids = [a.job_id for a in job.attempts] + ([job.job_id] if job.job_id else [])
+            for jid in job_ids:
+                path = Path(fill_log_pattern(job.log_path, str(jid), job.slurm_name))
+                if path.exists():
+                    logs.append(path)
+        return logs
+
     def to_dict(self) -> dict[str, Any]:
         """The session file's content."""
         return {
@@ -141,7 +268,7 @@ class Session:
         for index, raw in enumerate(data["jobs"]):
             try:
                 job = JobRecord.from_dict(raw)
-            except (KeyError, TypeError) as exc:
+            except (KeyError, TypeError, ValueError) as exc:
                 raise ValueError(f"jobs[{index}]: {exc}") from None
             jobs[job.key] = job
         return cls(

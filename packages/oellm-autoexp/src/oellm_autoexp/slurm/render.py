@@ -1,7 +1,7 @@
 """Render SBATCH scripts with Jinja2 (StrictUndefined); every user value is shell-quoted here.
 
 The template only places pre-built pieces: directive strings (validated), `export` lines and the
-task table (values through `shlex.quote`), the launch prefix (config tokens, quoted). Templates
+task table (values through `shell_word`), the launch prefix (config tokens, quoted). Templates
 never format user values into shell code themselves, so a job name or param cannot inject
 commands. Cluster specifics (directives, env, launcher, srun args, prologue) are config values.
 """
@@ -49,7 +49,13 @@ RESERVED_DIRECTIVES = frozenset(
     {"job-name", "output", "error", "array", "parsable", "wrap", "test-only"}
 )
 _DIRECTIVE_NAME = re.compile(r"[a-z][a-z0-9-]*")
-_DIRECTIVE_VALUE = re.compile(r"[^\s'\"\\]+")
+# sbatch reads a directive value up to the next whitespace; quotes and backslashes are parsed
+# differently across SLURM versions, and control characters (a newline above all) would end the
+# `#SBATCH` comment and make the rest a shell line. None of them may reach a directive.
+_DIRECTIVE_VALUE = re.compile(r"[^\s'\"\\\x00-\x1f\x7f]+")
+# One sbatch option as a `#SBATCH` line may carry it (shared with the lint in `validate`).
+DIRECTIVE_OPTION = r"--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -74,6 +80,42 @@ class ScriptSpec:
     array_spec: str | None
     directives: Sequence[str]
     tasks: Sequence[TaskSpec]
+
+
+def shell_word(value: str, *, key: str) -> str:
+    """`value` as one bash word that expands to exactly `value`, on one line of the script.
+
+    Printable text is single-quoted (`shlex.quote`). Text with control characters uses bash's
+    ``$'...'`` form with every control character escaped, so a newline in a value never starts
+    a new line of the script (which the `#SBATCH` lint and sbatch read line by line). NUL
+    cannot be carried by any argv or environment entry: it is refused, naming `key`.
+    """
+    if "\0" in value:
+        raise ConfigError(
+            f"value {_shown(value)} contains a NUL character, which no command line or "
+            "environment variable can carry",
+            key=key,
+        )
+    if not _CONTROL.search(value):
+        return shlex.quote(value)
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return "$'" + _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", escaped) + "'"
+
+
+def check_directive_text(text: str, *, key: str, what: str = "a directive value") -> None:
+    """Refuse control characters in text that lands verbatim on a `#SBATCH` line."""
+    if _CONTROL.search(text):
+        raise ConfigError(
+            f"{what} {_shown(text)} contains a control character (newline, NUL, ...); it "
+            "would end the #SBATCH comment line, so it cannot be written safely",
+            key=key,
+        )
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """`text` as a one-line repr, shortened (error messages stay one readable line)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
 
 
 def directive_lines(sbatch: Mapping[str, Any], *, key: str = "slurm.sbatch") -> list[str]:
@@ -103,10 +145,11 @@ def directive_lines(sbatch: Mapping[str, Any], *, key: str = "slurm.sbatch") -> 
             lines.append(f"--{name}")
             continue
         text = str(value)
+        check_directive_text(text, key=where)
         if not _DIRECTIVE_VALUE.fullmatch(text):
             raise ConfigError(
-                f"value {text!r} has whitespace, quotes or backslashes; sbatch reads directive "
-                "values verbatim (use slurm.extra_directives for such a directive)",
+                f"value {_shown(text)} has whitespace, quotes or backslashes; sbatch reads "
+                "directive values verbatim (use slurm.extra_directives for such a directive)",
                 key=where,
             )
         lines.append(f"--{name}={text}")
@@ -117,9 +160,12 @@ def check_extra_directives(extra: Sequence[str]) -> list[str]:
     """`slurm.extra_directives` entries must each be one sbatch option on one line."""
     for i, text in enumerate(extra):
         where = f"slurm.extra_directives[{i}]"
-        if "\n" in text or "\r" in text or not text.startswith("-"):
+        check_directive_text(text, key=where, what="directive")
+        if not re.fullmatch(DIRECTIVE_OPTION, text):
             raise ConfigError(
-                f"expected one sbatch option like '--exclusive', got {text!r}", key=where
+                "expected one sbatch option like '--exclusive' or '--constraint=a100' (no "
+                f"spaces in a long option's value), got {_shown(text)}",
+                key=where,
             )
         name = text.lstrip("-").split("=", 1)[0].split(" ", 1)[0]
         if name in RESERVED_DIRECTIVES:
@@ -136,7 +182,7 @@ def export_lines(env: Mapping[str, Any], *, key: str) -> list[str]:
         text = (
             "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
         )
-        lines.append(f"export {name}={shlex.quote(text)}")
+        lines.append(f"export {name}={shell_word(text, key=f'{key}.{name}')}")
     return lines
 
 
@@ -145,8 +191,32 @@ def quoted_tokens(command: str, *, key: str) -> str:
     try:
         tokens = shlex.split(command)
     except ValueError as exc:
-        raise ConfigError(f"cannot split {command!r}: {exc}", key=key) from None
-    return " ".join(shlex.quote(token) for token in tokens)
+        raise ConfigError(f"cannot split {_shown(command)}: {exc}", key=key) from None
+    return " ".join(shell_word(token, key=key) for token in tokens)
+
+
+def check_log_path(log_path: str) -> None:
+    """The `#SBATCH --output` value: one plain word with no SLURM pattern in its directory.
+
+    The path comes from `project.base_output_dir`. sbatch reads the directive up to the first
+    whitespace, a control character would end the comment line (the rest would run as shell),
+    and a `%` in the directory would be expanded by SLURM as a filename pattern (the monitor
+    would look for the log elsewhere). Each is refused with the key that set it.
+    """
+    directory, _, _ = log_path.rpartition("/")
+    check_directive_text(log_path, key="project.base_output_dir", what="log path")
+    if not _DIRECTIVE_VALUE.fullmatch(log_path):
+        raise ConfigError(
+            f"log path {_shown(log_path)} has whitespace, quotes or backslashes, which an "
+            "#SBATCH --output directive cannot carry; choose a plain directory",
+            key="project.base_output_dir",
+        )
+    if "%" in directory:
+        raise ConfigError(
+            f"log directory {_shown(directory)} contains '%', which SLURM expands as a "
+            "filename pattern in --output; choose a directory without '%'",
+            key="project.base_output_dir",
+        )
 
 
 class Renderer:
@@ -164,23 +234,39 @@ class Renderer:
         self.launch_prefix = "".join(f"{part.strip()} " for part in prefix if part.strip())
         self.prologue = list(slurm.prologue)
         for i, line in enumerate(self.prologue):
-            if "\n" in line:
+            # Verbatim config-author code, but one line each: no newline, NUL or other control
+            # character (tab aside) that would make the script differ from what the config shows.
+            if _CONTROL.search(line.replace("\t", " ")):
                 raise ConfigError(
-                    "one shell line per entry, no newlines", key=f"slurm.prologue[{i}]"
+                    "one shell line per entry, no newlines or other control characters",
+                    key=f"slurm.prologue[{i}]",
                 )
 
     def render(self, spec: ScriptSpec) -> str:
         """The script text for `spec`."""
         from jinja2 import UndefinedError
 
+        check_directive_text(spec.job_name, key="job name", what="job name")
+        check_log_path(spec.log_path)
+        # Directives also come back from plan.json for restart scripts: checked again here.
+        for directive in spec.directives:
+            check_directive_text(directive, key=f"job {spec.job_name}: directive")
+            if not re.fullmatch(DIRECTIVE_OPTION, directive):
+                raise ConfigError(
+                    f"not one sbatch option: {_shown(directive)}",
+                    key=f"job {spec.job_name}: directive",
+                )
         tasks = [
             {
                 "index": task.index,
-                "job_id": shlex.quote(task.job_id),
-                "name": shlex.quote(task.name),
-                "output_dir": shlex.quote(task.output_dir),
-                "env_exports": export_lines(task.env, key="backend.env"),
-                "command": " ".join(shlex.quote(arg) for arg in task.argv),
+                "job_id": shell_word(task.job_id, key=f"job {task.name}: job id"),
+                "name": shell_word(task.name, key=f"job {task.name}: name"),
+                "output_dir": shell_word(task.output_dir, key="project.base_output_dir"),
+                "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
+                "command": " ".join(
+                    shell_word(arg, key=f"job {task.name}: command argument {i}")
+                    for i, arg in enumerate(task.argv)
+                ),
             }
             for task in spec.tasks
         ]
@@ -232,7 +318,7 @@ def _load_template(path: Path) -> Any:
         raise ConfigError(
             f"cannot read template: {exc.strerror or exc}", key="slurm.template"
         ) from None
-    # autoescape is for HTML; shell safety comes from shlex.quote on every value (see module doc).
+    # autoescape is for HTML; shell safety comes from shell_word on every value (see module doc).
     env = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
     try:
         parsed = env.parse(source)

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oellm_autoexp.errors import AutoexpRunError, ConfigError
+from oellm_autoexp.slurm.render import DIRECTIVE_OPTION
 
-_DIRECTIVE = re.compile(r"#SBATCH\s+(?P<opt>--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?)\s*")
+_DIRECTIVE = re.compile(rf"#SBATCH\s+(?P<opt>{DIRECTIVE_OPTION})\s*")
 TEST_ONLY_TIMEOUT_S = 30.0
 
 
@@ -31,7 +32,9 @@ class ScriptIssue:
 def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[ScriptIssue]:
     """Problems in a rendered script (empty list when it is fine)."""
     issues: list[ScriptIssue] = []
-    lines = text.splitlines()
+    # Lines as bash and sbatch see them: split at "\n" only (str.splitlines would also split at
+    # \x0b, \x1c, U+2028, ... inside a quoted value, which are ordinary characters to bash).
+    lines = text.removesuffix("\n").split("\n")
     if not lines or not lines[0].startswith("#!"):
         issues.append(ScriptIssue(1, "first line is not a #! interpreter line"))
     names: list[tuple[int, str]] = []

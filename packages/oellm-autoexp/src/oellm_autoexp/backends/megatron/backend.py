@@ -44,6 +44,8 @@ from oellm_autoexp.errors import ConfigError
 log = logging.getLogger("oellm_autoexp.monitor")
 
 KEY = "backend"
+# The argument schema the plan was validated with, kept in the plan directory for restarts.
+PLAN_SCHEMA_FILE = "megatron_schema.json"
 # Megatron-LM's checkpoint tracker file, written into the `save` directory.
 TRACKER_FILE = "latest_checkpointed_iteration.txt"
 ARGS_KEY = f"{KEY}.megatron"
@@ -149,6 +151,22 @@ class MegatronBackend(BackendInterface):
             )
             return {}
         return {f"{ARGS_KEY}.load": str(save)}
+
+    def plan_artifacts(self) -> Mapping[str, str]:
+        """The argument schema this plan was validated with (``megatron_schema.json``)."""
+        return {PLAN_SCHEMA_FILE: self.argument_source().schema.to_json()}
+
+    def restart_config(self, data: Mapping[str, Any], plan_dir: Path) -> dict[str, Any]:
+        """Rebuild restart commands against the plan's own schema: no Megatron needed here.
+
+        A plan made inside the training image is monitored on the host, where Megatron-LM is
+        usually not importable; the schema stored with the plan validates the restart command
+        (``--load``) exactly as the plan's commands were validated.
+        """
+        schema = plan_dir / PLAN_SCHEMA_FILE
+        if not schema.is_file():  # a plan written before schemas were kept
+            return dict(data)
+        return {**data, "arg_source": "schema", "schema_file": str(schema), "megatron_path": None}
 
     def _merged_args(self, job: JobContext, fields_: Mapping[str, Any]) -> dict[str, Any]:
         merged: dict[str, Any] = dict(self.config.megatron)

@@ -1,6 +1,6 @@
-"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (registered by cli.py).
+"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (registered by main.py).
 
-`submit` (owned by cli.py) calls `run_submit` for a real submission. Every command resolves the
+`submit` (owned by main.py) calls `run_submit` for a real submission. Every command resolves the
 session directory from `--state-dir`, or from CONFIG's project (``<base_output_dir>/
 monitoring_state``), or from the current directory's ``monitoring_state``. Library errors are
 raised as `AutoexpError` and turned into one line + exit code by `cli.main`.
@@ -9,8 +9,6 @@ raised as `AutoexpError` and turned into one line + exit code by `cli.main`.
 from __future__ import annotations
 
 import logging
-import tarfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +18,10 @@ import click
 from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
 
 if TYPE_CHECKING:
+    from oellm_autoexp.api import JobStatus
     from oellm_autoexp.monitor.standalone import MonitorFile
     from oellm_autoexp.persistence import Session, SessionStore
-    from oellm_autoexp.plan import Plan
+    from oellm_autoexp.planning import PlanResult
 
 _state_dir_option = click.option(
     "--state-dir",
@@ -51,7 +50,7 @@ def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str])
     if config is not None:
         from oellm_autoexp.config.loader import dump_config, load_config
         from oellm_autoexp.monitor.session_builder import state_dir_for
-        from oellm_autoexp.orchestrator import output_root
+        from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
         return SessionStore(state_dir_for(dump_config(root), output_root(root)))
@@ -64,33 +63,40 @@ def _client() -> Any:
     return RealSlurmClient()
 
 
-def run_submit(plan: Plan, config: dict[str, Any], *, monitor: bool) -> int:
+class ClickReporter:
+    """The library's reporter for the terminal: info on stdout, warnings on stderr."""
+
+    def __init__(self, *, info_to_stderr: bool = False) -> None:
+        self.info_to_stderr = info_to_stderr
+
+    def info(self, message: str) -> None:
+        """One line on stdout (stderr while stdout carries other output)."""
+        click.echo(message, err=self.info_to_stderr)
+
+    def warning(self, message: str) -> None:
+        """One line on stderr."""
+        click.echo(message, err=True)
+
+    def action(self, action: Any) -> None:
+        """An `action ...` line per monitor event."""
+        click.echo(action.describe())
+
+
+def run_submit(result: PlanResult, *, monitor: bool) -> int:
     """Submit a written plan for real (what `submit` without --dry-run does); exit code."""
-    from oellm_autoexp.monitor.session_builder import submit_plan
+    from oellm_autoexp import api
 
     _setup_logging(verbose=True)
-    session = submit_plan(plan, config, _client(), monitor=monitor)
-    queued = sum(1 for j in session.jobs.values() if j.job_id is not None or j.attempts)
-    if queued < len(session.jobs):
+    submitted = api.submit(result, _client(), reporter=ClickReporter(), monitor=monitor)
+    session = submitted.session
+    if not submitted.complete:
         # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
         # the intents are on disk and the next monitor resolves them, never submitting twice.
-        click.echo(
-            f"session {session.session_id}: {queued} of {len(session.jobs)} job(s) confirmed "
-            "submitted; SLURM did not answer for the rest. Resolve with: oellm-autoexp monitor "
-            f"--monitor-session {session.session_id}",
-            err=True,
-        )
         return EXIT_RUN_FAILED
-    click.echo(f"session {session.session_id}: {len(session.jobs)} job(s) submitted")
     if not monitor:
         click.echo(f"monitor with: oellm-autoexp monitor --monitor-session {session.session_id}")
         return EXIT_OK
-    return _exit_code([session])
-
-
-def _exit_code(sessions: Sequence[Session]) -> int:
-    failed = [j for s in sessions for j in s.jobs.values() if j.state == "failed"]
-    return EXIT_RUN_FAILED if failed else EXIT_OK
+    return api.exit_code([session])
 
 
 @click.command("monitor")
@@ -145,53 +151,20 @@ def monitor_command(
 def _monitor_sessions(
     store: SessionStore, session_id: str | None, job_name: str | None, *, once: bool
 ) -> int:
-    from contextlib import ExitStack
+    from oellm_autoexp import api
 
-    from oellm_autoexp.monitor import MonitorController
-    from oellm_autoexp.persistence import SessionLockedError
-
-    ids = [session_id] if session_id else store.ids()
-    if job_name is not None:
-        ids = [sid for sid in ids if _find_jobs([store.load(sid)], job_name)]
-        if not ids:
-            raise AutoexpUsageError(
-                f"no job named {job_name!r} in the sessions in {store.state_dir}"
-            )
-    with ExitStack() as stack:
-        sessions = []
-        for sid in ids:
-            session = store.load(sid)
-            if not session_id and not session.active:
-                continue
-            try:
-                stack.enter_context(store.lock(sid))
-            except SessionLockedError as exc:
-                if session_id or job_name:
-                    raise
-                click.echo(f"skipping: {exc}", err=True)
-                continue
-            # Re-read under the lock: the previous holder may have written since.
-            sessions.append(store.load(sid))
-        if not sessions:
-            click.echo(f"no active sessions in {store.state_dir}")
-            return EXIT_OK
-        controller = MonitorController(_client(), store, sessions)
-        focus = _find_jobs(sessions, job_name) if job_name else []
-        if once:
-            controller.poll_once()
-        else:
-            controller.run(until=(lambda: all(j.finished for j in focus)) if focus else None)
-        for action in controller.drain_actions():
-            _echo_action(action)
-    if focus:
-        _print_status(sessions, only={id(j) for j in focus})
-        return EXIT_RUN_FAILED if any(j.state == "failed" for j in focus) else EXIT_OK
-    _print_status(sessions)
-    return _exit_code(sessions)
-
-
-def _echo_action(action: Any) -> None:
-    click.echo(f"action {action.action}: job {action.job} ({action.job_id}): {action.line}")
+    ids = [session_id] if session_id else None
+    run = api.monitor_once if once else api.monitor_until_done
+    result = run(store, _client(), session_ids=ids, job=job_name, reporter=ClickReporter())
+    if not result.sessions:
+        click.echo(f"no active sessions in {store.state_dir}")
+        return EXIT_OK
+    rows = api.status(store, session_ids=[s.session_id for s in result.sessions])
+    if result.focus:
+        wanted = {j.name for j in result.focus}
+        rows = [row for row in rows if row.name in wanted]
+    _print_status(rows)
+    return api.exit_code(result)
 
 
 def _monitor_file(config: str) -> MonitorFile | None:
@@ -226,36 +199,12 @@ EXPERIMENT_KEYS = frozenset({"project", "defaults", "backend", "sweep", "slurm"}
 
 
 def _monitor_standalone(spec: MonitorFile, *, once: bool) -> int:
-    from oellm_autoexp.monitor import MonitorController
-    from oellm_autoexp.monitor.standalone import ActionDispatcher, open_session, store_for
+    from oellm_autoexp import api
+    from oellm_autoexp.monitor.standalone import run_monitor_file
 
-    store = store_for(spec)
-    dispatcher = ActionDispatcher(spec.actions)
-    with store.lock(spec.session_id):
-        session = open_session(spec, store)
-        controller = MonitorController(_client(), store, [session])
-
-        def after_poll(_report: Any) -> None:
-            actions = controller.drain_actions()
-            for action in actions:
-                _echo_action(action)
-            dispatcher.dispatch(actions)
-
-        if once:
-            after_poll(controller.poll_once())
-        else:
-            controller.run(after_poll=after_poll)
-    _print_status([session])
-    return _exit_code([session])
-
-
-def _find_jobs(sessions: Sequence[Session], job_name: str) -> list[Any]:
-    return [j for s in sessions for j in s.jobs.values() if _is_job(j, job_name)]
-
-
-def _is_job(job: Any, wanted: str) -> bool:
-    ids = {job.name, job.key, job.job_id, *(a["job_id"] for a in job.attempts)}
-    return wanted in ids
+    store, session = run_monitor_file(spec, _client(), reporter=ClickReporter(), once=once)
+    _print_status(api.status(store, session_ids=[session.session_id]))
+    return api.exit_code([session])
 
 
 @click.command("status")
@@ -296,39 +245,41 @@ def status_command(
     if not ids:
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK
-    sessions = [store.load(sid) for sid in ids]
-    _print_status(sessions)
-    # --- where each session's plan came from (oellm_autoexp.provenance) ---
+    from oellm_autoexp import api
+
+    _print_status(api.status(store, session_ids=ids))
+    # Where each session's plan came from (oellm_autoexp.provenance).
     from oellm_autoexp.provenance import provenance_path
 
-    for session in sessions:
-        record = provenance_path(session.plan)
+    for sid in ids:
+        record = provenance_path(store.load(sid).plan)
         if record is not None:
-            click.echo(f"session {session.session_id}: provenance {record}")
-    # --- end provenance ---
+            click.echo(f"session {sid}: provenance {record}")
     if job_name is not None:
-        _print_job_details(sessions, job_name)
+        _print_job_details([store.load(sid) for sid in ids], job_name)
     return EXIT_OK
 
 
 def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:
     """SLURM's own view of the job's latest attempt (one scontrol call)."""
-    jobs = _find_jobs(sessions, job_name)
+    from oellm_autoexp.persistence.session import find_jobs
+
+    jobs = find_jobs(sessions, job_name)
     if not jobs:
         raise AutoexpUsageError(f"no job named {job_name!r} in the listed sessions")
     job = jobs[-1]
-    slurm_id = job.job_id or (job.attempts[-1]["job_id"] if job.attempts else None)
+    slurm_id = job.last_slurm_id
     if slurm_id is None:
         click.echo(f"{job.name}: not submitted yet")
         return
-    details = _client().show(str(slurm_id))
+    details = _client().show(slurm_id)
     wanted = ("JobId", "JobState", "Reason", "ExitCode", "RunTime", "TimeLimit", "StdOut")
     for key in wanted:
         if key in details:
             click.echo(f"{key}: {details[key]}")
 
 
-def _print_status(sessions: Sequence[Session], only: set[int] | None = None) -> None:
+def _print_status(rows: Sequence[JobStatus]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -338,24 +289,18 @@ def _print_status(sessions: Sequence[Session], only: set[int] | None = None) -> 
     table = Table(show_edge=False, pad_edge=False)
     for column in ("session", "job", "slurm id", "state", "slurm state", "restarts", "outcome"):
         table.add_column(column, overflow="fold")
-    for session in sessions:
-        for job in session.jobs.values():
-            if only is not None and id(job) not in only:
-                continue
-            last_id = job.job_id or (job.attempts[-1]["job_id"] if job.attempts else "-")
-            restarts = ",".join(f"{m}={n}" for m, n in sorted(job.restarts.items())) or "0"
-            outcome = ""
-            if job.outcome:
-                outcome = f"{job.outcome.get('mode')}/{job.outcome.get('error_type') or '-'}"
-            table.add_row(
-                session.session_id,
-                job.name,
-                str(last_id),
-                job.state,
-                job.slurm_state or "-",
-                restarts,
-                outcome,
-            )
+    for row in rows:
+        restarts = ",".join(f"{m}={n}" for m, n in sorted(row.restarts.items())) or "0"
+        outcome = f"{row.outcome_mode}/{row.outcome_error_type or '-'}" if row.outcome_mode else ""
+        table.add_row(
+            row.session_id,
+            row.name,
+            row.slurm_id or "-",
+            row.state,
+            row.slurm_state or "-",
+            restarts,
+            outcome,
+        )
     console.print(table)
 
 
@@ -377,21 +322,15 @@ def cleanup_command(
     yes: bool,
 ) -> int:
     """Cancel a session's live jobs and archive its logs (asks first unless --yes)."""
-    from oellm_autoexp.monitor.controller import resolve_log_path
+    from oellm_autoexp.persistence.archive import archive_logs
 
     store = _store(state_dir, config, overrides)
     ids = [session_id] if session_id else store.ids()
     for sid in ids:
         with store.lock(sid):
             session = store.load(sid)
-            live = [j.job_id for j in session.jobs.values() if j.job_id and not j.finished]
-            logs: list[Path] = []
-            for job in session.jobs.values():
-                job_ids = [a["job_id"] for a in job.attempts] + ([job.job_id] if job.job_id else [])
-                for jid in job_ids:
-                    path = resolve_log_path(job.log_path, str(jid), job.slurm_name)
-                    if path.exists():
-                        logs.append(path)
+            live = session.live_job_ids()
+            logs = session.log_files()
             what = []
             if cancel and live:
                 what.append(f"cancel {len(live)} job(s)")
@@ -405,20 +344,11 @@ def cleanup_command(
                 continue
             if cancel and live:
                 _client().cancel(live)
-                for job in session.jobs.values():
-                    if job.job_id in live:
-                        job.state, job.next_submit_at = "failed", None
-                        job.outcome = {
-                            "mode": "crash",
-                            "error_type": "cancelled",
-                            "decision": "cancelled by cleanup",
-                        }
-                        job.job_id = None
-                session.status = "finished"
+                session.mark_cancelled(live, "cancelled by cleanup")
                 store.save(session)
                 click.echo(f"session {sid}: cancelled {', '.join(live)}")
             if archive and logs:
-                target = _archive(Path(session.base_output_dir), sid, logs)
+                target = archive_logs(Path(session.base_output_dir), sid, logs)
                 click.echo(f"session {sid}: logs archived to {target}")
     return EXIT_OK
 
@@ -431,24 +361,6 @@ def _confirm(question: str) -> bool:
         raise AutoexpUsageError(
             "cleanup needs a yes/no answer and stdin gave none; pass --yes to skip the question"
         ) from None
-
-
-def _archive(base: Path, session_id: str, logs: Sequence[Path]) -> Path:
-    """Pack `logs` into a new ``archive/<session>-<UTC time>.tar.gz`` (never overwritten)."""
-    folder = base / "archive"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target = folder / f"{session_id}-{stamp}.tar.gz"
-    suffix = 0
-    while target.exists():  # two cleanups in one second: never overwrite an archive
-        suffix += 1
-        target = folder / f"{session_id}-{stamp}-{suffix}.tar.gz"
-    partial = target.with_suffix(".partial")
-    with tarfile.open(partial, "x:gz") as tar:
-        for path in logs:
-            tar.add(path, arcname=path.name)
-    partial.rename(target)
-    return target
 
 
 def register_commands(group: click.Group) -> None:

@@ -11,18 +11,18 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.backends.base import (
     JOB_FIELDS,
     BackendConfig,
-    BackendInterface,
     JobContext,
     LaunchCommand,
     instantiate_backend,
 )
+from oellm_autoexp.backends.per_job import per_job_backends
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.plan import ArrayTask, JobPlan, Plan, ScriptPlan
@@ -40,7 +40,6 @@ from oellm_autoexp.sweep.ids import canonical_json, check_name, job_id, job_name
 PLAN_FORMAT = 1
 # Param prefixes that change the config per job; any other dotted prefix of a config section
 # is a mistake (e.g. sweeping `project.name` cannot work).
-_BACKEND_PREFIX = "backend."
 _SBATCH_PREFIX = "slurm.sbatch."
 _SECTIONS = (
     "project.",
@@ -67,6 +66,8 @@ class PlanResult:
     config: dict[str, Any]  # dump_config of the RootConfig
     store_sweep_json: bool = True
     combinations: int = 0  # sweep combinations before `sweep.filter` (jobs = those kept)
+    # Backend files kept in the plan directory (e.g. the Megatron argument schema), by name.
+    artifacts: Mapping[str, str] = field(default_factory=dict)
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -92,12 +93,12 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
     plan_dir = root / "plans" / plan_id
     _check_slurm_settings(config)
 
-    contexts, combinations = _job_contexts(config, root)
+    contexts, combinations = _job_contexts(config, root, dumped)
     _check_monitoring(config)
     backend_config: BackendConfig = config.backend
     backend = instantiate_backend(backend_config)
     backend.validate(contexts)
-    backends = _per_job_backends(backend_config, backend, contexts)
+    backends = per_job_backends(backend_config, backend, contexts)
 
     base_directives = directive_lines(config.slurm.sbatch) + check_extra_directives(
         config.slurm.extra_directives
@@ -130,6 +131,7 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         config=dumped,
         store_sweep_json=config.sweep.store_sweep_json,
         combinations=combinations,
+        artifacts=backend.plan_artifacts(),
     )
 
 
@@ -234,11 +236,18 @@ def _check_slurm_settings(config: RootConfig) -> None:
         )
 
 
-def _job_contexts(config: RootConfig, root: Path) -> tuple[list[JobContext], int]:
+def _job_contexts(
+    config: RootConfig, root: Path, dumped: dict[str, Any]
+) -> tuple[list[JobContext], int]:
     """Expand the sweep into JobContexts with deterministic ids and safe, unique names.
 
     Returns the contexts of the combinations `sweep.filter` keeps, and how many there were.
+
+    Derived values (`config.derived`) are resolved per job after its id and name are fixed and
+    join its params, so they reach the backend and directives like swept values.
     """
+    from oellm_autoexp.config.derived import resolve_for_job
+
     base = dict(config.sweep.base)
     points = [{**base, **point} for point in expand(config.sweep.axes)]
     check_param_kinds(points)
@@ -278,12 +287,15 @@ def _job_contexts(config: RootConfig, root: Path) -> tuple[list[JobContext], int
                 key="sweep.name_template",
             )
         seen_names[name] = index
+        derived = (
+            resolve_for_job(dumped, config.derived, params, job=name) if config.derived else {}
+        )
         contexts.append(
             JobContext(
                 job_id=identifier,
                 name=name,
                 index=index,
-                params=params,
+                params={**params, **derived},
                 output_dir=jobs_dir / name,
                 project=config.project.name,
             )
@@ -305,94 +317,16 @@ def _check_monitoring(config: RootConfig) -> None:
         )
     from oellm_autoexp.backends.command import check_template
 
+    termination_cmd = getattr(monitoring, "termination_cmd", None)
+    if termination_cmd:
+        from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, check_command_template
+
+        check_command_template(
+            termination_cmd, TERMINATION_FIELDS, key="monitoring.termination_cmd"
+        )
     known = list(JOB_FIELDS)
     for i, template in enumerate(getattr(monitoring, "output_paths", None) or []):
         check_template(str(template), known, key=f"monitoring.output_paths[{i}]")
-
-
-def _per_job_backends(
-    base_config: BackendConfig, default: BackendInterface, contexts: Sequence[JobContext]
-) -> list[BackendInterface]:
-    """The backend instance of each job: `backend.*` sweep params applied to the config.
-
-    Overrides are type-checked through compoconf once per distinct (key, value), and backends
-    are cached per distinct override set.
-    """
-    from compoconf import parse_config
-
-    from oellm_autoexp.config.loader import translate_parse_error
-
-    if not any(k.startswith(_BACKEND_PREFIX) for ctx in contexts for k in ctx.params):
-        return [default] * len(contexts)
-    base_data = _dump(base_config)
-    checked: set[tuple[str, str]] = set()
-    cache: dict[str, BackendInterface] = {}
-    result = []
-    for ctx in contexts:
-        overrides = {
-            k[len(_BACKEND_PREFIX) :]: v
-            for k, v in ctx.params.items()
-            if k.startswith(_BACKEND_PREFIX)
-        }
-        if not overrides:
-            result.append(default)
-            continue
-        cache_key = canonical_json(overrides)
-        backend = cache.get(cache_key)
-        if backend is None:
-            for key, value in overrides.items():
-                marker = (key, canonical_json(value))
-                if marker in checked:
-                    continue
-                checked.add(marker)
-                data = _set_path(base_data, key, value)
-                try:
-                    parse_config(
-                        type(base_config),
-                        data,
-                        strict=True,
-                        strict_types=True,
-                        key_history="backend",
-                    )
-                except (ValueError, KeyError, TypeError) as exc:
-                    error = translate_parse_error(exc, None)
-                    raise ConfigError(
-                        f"{error.detail} (set by the sweep in job {ctx.index})",
-                        key=error.key or f"backend.{key}",
-                    ) from None
-            data = base_data
-            for key, value in overrides.items():
-                data = _set_path(data, key, value)
-            job_config = parse_config(type(base_config), data, strict=True, strict_types=True)
-            backend = instantiate_backend(job_config)
-            cache[cache_key] = backend
-        result.append(backend)
-    return result
-
-
-def backend_for_job(config: RootConfig, ctx: JobContext) -> BackendInterface:
-    """The backend instance `ctx` was planned with (its `backend.*` sweep params applied)."""
-    return _per_job_backends(config.backend, instantiate_backend(config.backend), [ctx])[0]
-
-
-def _dump(config: BackendConfig) -> dict[str, Any]:
-    from compoconf import dump_config
-
-    data = dump_config(config)
-    assert isinstance(data, dict)
-    return data
-
-
-def _set_path(data: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any]:
-    """A copy of `data` with `dotted` (``a.b.c``) set to `value`."""
-    head, _, rest = dotted.partition(".")
-    copy = dict(data)
-    if rest:
-        inner = copy.get(head)
-        copy[head] = _set_path(inner if isinstance(inner, Mapping) else {}, rest, value)
-    else:
-        copy[head] = value
-    return copy
 
 
 def _job_directives(config: RootConfig, ctx: JobContext, base: list[str]) -> tuple[str, ...]:
@@ -436,9 +370,10 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     """Write the plan's artifacts atomically and check the scripts. Returns notes for the user.
 
     Layout: ``<plan_dir>/{config.yaml, sweep.json, plan.json, scripts/*.sbatch}`` (sweep.json
-    unless `sweep.store_sweep_json` is false). The plan id
-    is a hash of the resolved config, so re-planning the same config rewrites identical files
-    and a changed config gets a new directory: an earlier plan is never overwritten.
+    unless `sweep.store_sweep_json` is false), plus the backend's `plan_artifacts` (Megatron:
+    ``megatron_schema.json``, what restarts are validated with where Megatron is missing). The
+    plan id is a hash of the resolved config, so re-planning the same config rewrites identical
+    files and a changed config gets a new directory: an earlier plan is never overwritten.
     """
     from oellm_autoexp.atomic import write_text_atomic
     from oellm_autoexp.config.yaml_text import dump_text
@@ -462,6 +397,8 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     # SLURM does not create the directory of --output; a missing one kills the job at start.
     for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
         Path(log_dir).mkdir(parents=True, exist_ok=True)
+    for name, text in result.artifacts.items():
+        write_text_atomic(plan.plan_dir / name, text)
     write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
     if result.store_sweep_json:
         write_text_atomic(

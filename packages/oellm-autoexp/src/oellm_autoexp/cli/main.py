@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp.cli_monitor import register_commands
+from oellm_autoexp.cli.monitor import register_commands
 from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
 
 if TYPE_CHECKING:
-    from oellm_autoexp.orchestrator import PlanResult
+    from oellm_autoexp.planning import PlanResult
 
 SUMMARY_ROWS = 20
 
@@ -58,26 +58,27 @@ def cli() -> None:
 def _plan(
     config: str, overrides: Sequence[str], config_dir: Path | None, test_only: str | None
 ) -> tuple[PlanResult, list[str]]:
-    from oellm_autoexp.config.loader import load_config
-    from oellm_autoexp.errors import ConfigError
-    from oellm_autoexp.orchestrator import build_plan, write_plan
+    from oellm_autoexp import api
 
-    loaded = load_config(config, overrides, config_dir=config_dir)
-    try:
-        result = build_plan(loaded.root)
-        notes = write_plan(result, test_only=test_only or loaded.root.slurm.test_only)
-    except ConfigError as exc:  # name the config it came from, unless it names its own file
-        raise exc.with_file(loaded.source) from None
-    # --- provenance.json next to plan.json (oellm_autoexp.provenance) ---
-    from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
+    notes = _Notes()
+    result = api.plan(config, overrides, config_dir=config_dir, test_only=test_only, reporter=notes)
+    return result, notes.lines
 
-    given = ConfigSource(loaded.source, tuple(overrides), str(config_dir) if config_dir else None)
-    record = collect_provenance(
-        given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
-    )
-    write_provenance(result.plan.plan_dir, record)
-    # --- end provenance ---
-    return result, notes
+
+class _Notes:
+    """Collects the plan's notes: `plan` prints them after its summary, `submit` before."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(message)
+
+    def warning(self, message: str) -> None:
+        self.lines.append(message)
+
+    def action(self, action: Any) -> None:
+        """Planning produces no monitor events."""
 
 
 @cli.command("plan")
@@ -149,9 +150,9 @@ def submit_command(
         )
     # --- end cost gate ---
     if not dry_run:
-        from oellm_autoexp.cli_monitor import run_submit
+        from oellm_autoexp.cli.monitor import run_submit
 
-        return run_submit(result.plan, result.config, monitor=not no_monitor)
+        return run_submit(result, monitor=not no_monitor)
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)
@@ -205,7 +206,7 @@ def _short(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli_monitor)
+register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli.monitor)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -228,7 +229,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         click.echo(f"oellm-autoexp: error: {exc}", err=True)
         return exc.exit_code
     return result if isinstance(result, int) else EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

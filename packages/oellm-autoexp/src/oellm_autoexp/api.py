@@ -1,0 +1,393 @@
+"""The public Python API: plan, submit, monitor, status, cancel — the CLI is a shell over these.
+
+Another package (aorta's SLURM executor) drives oellm-autoexp through these functions with its
+own `SlurmClient` (real, fake, or its own) and its own `Reporter`; nothing here prints. Every
+function raises `AutoexpError` subclasses for failures (`exit_code` says which kind).
+
+    result = plan("experiment.yaml", ["sweep=lr_grid"])            # artifacts written
+    submitted = submit(result, client, reporter=my_reporter)         # session created, queued
+    store = submitted.store
+    monitor_until_done(store, client, reporter=my_reporter)          # restarts by policy
+    rows = status(store)                                             # one JobStatus per job
+    cancel(store, client, session_ids=[submitted.session.session_id])
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
+
+if TYPE_CHECKING:
+    from oellm_autoexp.config.schema import RootConfig
+    from oellm_autoexp.monitor.controller import Action, MonitorController
+    from oellm_autoexp.persistence import Session, SessionStore
+    from oellm_autoexp.persistence.session import JobRecord
+    from oellm_autoexp.plan import Plan
+    from oellm_autoexp.planning import PlanResult
+    from oellm_autoexp.slurm.client import SlurmClient
+
+
+class Reporter(Protocol):
+    """Where the library's messages go (the CLI prints them; a service may log them)."""
+
+    def info(self, message: str) -> None:
+        """Progress worth showing (a plan's notes, a submission's summary)."""
+
+    def warning(self, message: str) -> None:
+        """Something the user should act on (a skipped locked session, a --test-only rejection)."""
+
+    def action(self, action: Action) -> None:
+        """A monitor event (lifecycle change, signal match), as soon as its poll ends."""
+
+
+class NullReporter:
+    """Discards everything (the default reporter)."""
+
+    def info(self, message: str) -> None:
+        """Discard."""
+
+    def warning(self, message: str) -> None:
+        """Discard."""
+
+    def action(self, action: Action) -> None:
+        """Discard."""
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """A submitted plan: its session, where it is stored, and how many jobs SLURM confirmed."""
+
+    session: Session
+    store: SessionStore
+    confirmed: int
+
+    @property
+    def complete(self) -> bool:
+        """Whether SLURM confirmed every job (else the next monitor resolves the rest)."""
+        return self.confirmed == len(self.session.jobs)
+
+
+@dataclass(frozen=True)
+class MonitorResult:
+    """The sessions one monitor call drove, and the jobs it focused on (`job=`), if any."""
+
+    sessions: list[Session]
+    focus: list[JobRecord] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Whether a (focused) job ended failed."""
+        from oellm_autoexp.monitor.states import MonitorState
+
+        jobs = self.focus or [j for s in self.sessions for j in s.jobs.values()]
+        return any(j.state is MonitorState.FAILED for j in jobs)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One row of `status`: a job as its session last recorded it."""
+
+    session_id: str
+    name: str
+    slurm_id: str | None  # the current attempt's, else the last one's
+    state: str
+    slurm_state: str | None
+    restarts: Mapping[str, int]
+    outcome_mode: str | None
+    outcome_error_type: str | None
+
+
+def plan(
+    config: str | Path | RootConfig,
+    overrides: Sequence[str] = (),
+    *,
+    config_dir: Path | None = None,
+    test_only: str | None = None,
+    reporter: Reporter | None = None,
+) -> PlanResult:
+    """Load `config` (a YAML path, a config name, or a parsed `RootConfig`), plan, write artifacts.
+
+    `test_only` overrides `slurm.test_only` ("auto", "always", "never"). The plan's notes (e.g.
+    the `sbatch --test-only` verdict) go to `reporter`.
+    """
+    from oellm_autoexp.config.schema import RootConfig
+    from oellm_autoexp.errors import ConfigError
+    from oellm_autoexp.planning import build_plan, write_plan
+
+    say = reporter or NullReporter()
+    source: str | None = None
+    if isinstance(config, RootConfig):
+        root = config
+    else:
+        from oellm_autoexp.config.loader import load_config
+
+        loaded = load_config(str(config), list(overrides), config_dir=config_dir)
+        root, source = loaded.root, str(loaded.source)
+    try:
+        result = build_plan(root)
+        notes = write_plan(result, test_only=test_only or root.slurm.test_only)
+    except ConfigError as exc:  # name the config it came from, unless it names its own file
+        raise (exc.with_file(source) if source else exc) from None
+    for note in notes:
+        (say.warning if note.startswith("warning") else say.info)(note)
+    if source is not None:  # provenance.json next to plan.json: where this plan came from
+        from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
+
+        given = ConfigSource(source, tuple(overrides), str(config_dir) if config_dir else None)
+        record = collect_provenance(
+            given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
+        )
+        write_provenance(result.plan.plan_dir, record)
+    return result
+
+
+def store_for_config(config: Mapping[str, Any], output_root: Path) -> SessionStore:
+    """The session store of a plan's project (`project.state_dir`, else under the output root)."""
+    from oellm_autoexp.monitor.session_builder import state_dir_for
+    from oellm_autoexp.persistence import SessionStore
+
+    return SessionStore(state_dir_for(config, output_root))
+
+
+def submit(
+    planned: PlanResult | Plan,
+    client: SlurmClient,
+    *,
+    config: Mapping[str, Any] | None = None,
+    reporter: Reporter | None = None,
+    monitor: bool = False,
+    sleep: Callable[[float], None] | None = None,
+) -> SubmitResult:
+    """Create a session for a written plan and submit every script through `client`.
+
+    `planned` is `plan`'s result, or a `Plan` read back from ``plan.json`` together with its
+    dumped resolved `config` (``config.yaml``), as the container runner does on the host.
+
+    Each job's intent is saved before its sbatch, so a crash or an unanswered sbatch never
+    loses or duplicates a job (`SubmitResult.confirmed` counts what SLURM confirmed). With
+    `monitor=True` it then monitors until every job is finished (`sleep` between polls).
+    """
+    from oellm_autoexp.monitor.session_builder import submit_plan
+    from oellm_autoexp.plan import Plan
+
+    if isinstance(planned, Plan):
+        if config is None:
+            raise AutoexpUsageError("submit: a Plan needs its resolved config (config=...)")
+        the_plan, the_config = planned, config
+    else:
+        the_plan, the_config = planned.plan, planned.config
+    say = reporter or NullReporter()
+    store = store_for_config(the_config, the_plan.output_root)
+    session = submit_plan(
+        the_plan,
+        the_config,
+        client,
+        store=store,
+        monitor=monitor,
+        sleep=sleep,
+        after_poll=say.action,
+    )
+    confirmed = sum(1 for j in session.jobs.values() if j.job_id is not None or j.attempts)
+    outcome = SubmitResult(session, store, confirmed)
+    if outcome.complete:
+        say.info(f"session {session.session_id}: {len(session.jobs)} job(s) submitted")
+    else:
+        say.warning(
+            f"session {session.session_id}: {confirmed} of {len(session.jobs)} job(s) confirmed "
+            "submitted; SLURM did not answer for the rest. Resolve with: oellm-autoexp monitor "
+            f"--monitor-session {session.session_id}"
+        )
+    return outcome
+
+
+def monitor_once(
+    store: SessionStore,
+    client: SlurmClient,
+    *,
+    session_ids: Sequence[str] | None = None,
+    job: str | None = None,
+    reporter: Reporter | None = None,
+    clock: Callable[[], float] | None = None,
+) -> MonitorResult:
+    """One poll of the active sessions in `store` (or of `session_ids`): submit, observe, decide.
+
+    `clock` replaces `time.time` (a test's fake clock, shared with a fake SLURM client).
+    """
+    return _monitor(store, client, session_ids, job, reporter, once=True, sleep=None, clock=clock)
+
+
+def monitor_until_done(
+    store: SessionStore,
+    client: SlurmClient,
+    *,
+    session_ids: Sequence[str] | None = None,
+    job: str | None = None,
+    reporter: Reporter | None = None,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> MonitorResult:
+    """Poll until every job of the sessions (or the job named `job`) is finished.
+
+    `job` is a job name, key or SLURM id; only the sessions holding it are monitored. A session
+    locked by another monitor is skipped with a warning, unless it was asked for by id or job.
+    `sleep` waits between polls and `clock` tells the time (defaults: `time.sleep`, `time.time`).
+    """
+    return _monitor(store, client, session_ids, job, reporter, once=False, sleep=sleep, clock=clock)
+
+
+def _monitor(
+    store: SessionStore,
+    client: SlurmClient,
+    session_ids: Sequence[str] | None,
+    job: str | None,
+    reporter: Reporter | None,
+    *,
+    once: bool,
+    sleep: Callable[[float], None] | None,
+    clock: Callable[[], float] | None,
+) -> MonitorResult:
+    import time
+
+    from oellm_autoexp.monitor.controller import MonitorController
+    from oellm_autoexp.persistence.session import find_jobs
+
+    say = reporter or NullReporter()
+    explicit = bool(session_ids) or job is not None
+    ids = list(session_ids) if session_ids else store.ids()
+    if job is not None:
+        ids = [sid for sid in ids if find_jobs([store.load(sid)], job)]
+        if not ids:
+            raise AutoexpUsageError(f"no job named {job!r} in the sessions in {store.state_dir}")
+    with _locked_sessions(store, ids, say, explicit=explicit, active_only=not session_ids) as (
+        sessions
+    ):
+        if not sessions:
+            return MonitorResult([])
+        controller = MonitorController(client, store, sessions, clock=clock or time.time)
+        focus = find_jobs(sessions, job) if job is not None else []
+        _drive(controller, say, once=once, sleep=sleep, focus=focus)
+    return MonitorResult(sessions, focus)
+
+
+def _drive(
+    controller: MonitorController,
+    say: Reporter,
+    *,
+    once: bool,
+    sleep: Callable[[float], None] | None,
+    focus: Sequence[JobRecord] = (),
+) -> None:
+    """Poll once or until done, handing each poll's actions to the reporter at once."""
+    import time
+
+    def after_poll(_report: object) -> None:
+        for action in controller.drain_actions():
+            say.action(action)
+
+    if once:
+        after_poll(controller.poll_once())
+        return
+    until = (lambda: all(j.finished for j in focus)) if focus else None
+    controller.run(after_poll=after_poll, until=until, sleep=sleep or time.sleep)
+
+
+@contextlib.contextmanager
+def _locked_sessions(
+    store: SessionStore, ids: Sequence[str], say: Reporter, *, explicit: bool, active_only: bool
+) -> Iterator[list[Session]]:
+    """Lock and (re-)read the sessions; skip inactive ones and, unless explicit, locked ones."""
+    from oellm_autoexp.persistence import SessionLockedError
+
+    with contextlib.ExitStack() as stack:
+        sessions = []
+        for sid in ids:
+            if active_only and not store.load(sid).active:
+                continue
+            try:
+                stack.enter_context(store.lock(sid))
+            except SessionLockedError as exc:
+                if explicit:
+                    raise
+                say.warning(f"skipping: {exc}")
+                continue
+            # Re-read under the lock: the previous holder may have written since.
+            sessions.append(store.load(sid))
+        yield sessions
+
+
+def status(store: SessionStore, *, session_ids: Sequence[str] | None = None) -> list[JobStatus]:
+    """Every job of the sessions in `store` (or of `session_ids`), as last recorded."""
+    rows = []
+    for sid in list(session_ids) if session_ids else store.ids():
+        session = store.load(sid)
+        for job in session.jobs.values():
+            rows.append(
+                JobStatus(
+                    session_id=session.session_id,
+                    name=job.name,
+                    slurm_id=job.last_slurm_id,
+                    state=job.state.value,
+                    slurm_state=job.slurm_state,
+                    restarts=dict(job.restarts),
+                    outcome_mode=job.outcome.mode if job.outcome else None,
+                    outcome_error_type=job.outcome.error_type if job.outcome else None,
+                )
+            )
+    return rows
+
+
+def cancel(
+    store: SessionStore,
+    client: SlurmClient,
+    *,
+    session_ids: Sequence[str] | None = None,
+    reporter: Reporter | None = None,
+    reason: str = "cancelled",
+) -> list[str]:
+    """`scancel` the live jobs of the sessions and mark them failed (cancelled); their ids.
+
+    `reason` becomes the jobs' outcome `decision` (the CLI's cleanup says "cancelled by cleanup").
+    """
+    say = reporter or NullReporter()
+    cancelled: list[str] = []
+    for sid in list(session_ids) if session_ids else store.ids():
+        with store.lock(sid):
+            session = store.load(sid)
+            live = session.live_job_ids()
+            if not live:
+                continue
+            client.cancel(live)
+            session.mark_cancelled(live, reason)
+            store.save(session)
+            say.info(f"session {sid}: cancelled {', '.join(live)}")
+            cancelled.extend(live)
+    return cancelled
+
+
+def exit_code(result: MonitorResult | Sequence[Session]) -> int:
+    """The run's exit code: 1 when a (focused) job failed, else 0."""
+    if isinstance(result, MonitorResult):
+        return EXIT_RUN_FAILED if result.failed else EXIT_OK
+    return exit_code(MonitorResult(list(result)))
+
+
+__all__ = [
+    "JobStatus",
+    "MonitorResult",
+    "NullReporter",
+    "Reporter",
+    "SubmitResult",
+    "cancel",
+    "exit_code",
+    "monitor_once",
+    "monitor_until_done",
+    "plan",
+    "status",
+    "store_for_config",
+    "submit",
+]

@@ -1,0 +1,7 @@
+"""`python -m oellm_autoexp.cli ...`: the same as the `oellm-autoexp` console script."""
+
+import sys
+
+from oellm_autoexp.cli.main import main
+
+sys.exit(main())
