@@ -117,6 +117,21 @@ def plan_command(
     is_flag=True,
     help="Submit without asking, even above scheduler.confirm_above_hours.",
 )
+@click.option(
+    "--array-subset",
+    default=None,
+    metavar="LIST",
+    help="Submit only these jobs of the plan (its '#' column), e.g. 3,5-7.",
+)
+@click.option(
+    "--chain",
+    "--repeat",
+    "chain",
+    type=int,
+    default=1,
+    metavar="N",
+    help="Submit the jobs N times, each waiting for the previous one to end (afterany).",
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
@@ -125,6 +140,8 @@ def submit_command(
     dry_run: bool,
     no_monitor: bool,
     assume_yes: bool,
+    array_subset: str | None,
+    chain: int,
 ) -> int:
     """Plan, then submit the scripts with sbatch and monitor the jobs.
 
@@ -137,8 +154,12 @@ def submit_command(
         click.echo(note, err=True)
     # --- cost gate (oellm_autoexp.plan_cost) ---
     from oellm_autoexp.plan_cost import confirm_cost, plan_cost
+    from oellm_autoexp.submit_options import check_chain, parse_subset
 
-    cost = plan_cost(result.plan)
+    only = None
+    if array_subset is not None:  # checked before the cost prompt, not after it
+        only = parse_subset(array_subset, [job.index for job in result.plan.jobs])
+    cost = plan_cost(result.plan, only=only, copies=check_chain(chain))
     click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
     if not dry_run:
         confirm_cost(
@@ -152,7 +173,7 @@ def submit_command(
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
-        return run_submit(result, monitor=not no_monitor)
+        return run_submit(result, monitor=not no_monitor, array_subset=array_subset, chain=chain)
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)
