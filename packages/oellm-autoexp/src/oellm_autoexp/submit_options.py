@@ -1,9 +1,10 @@
-"""Pure checks of `submit`'s selection flags: `--array-subset` and `--chain`."""
+"""Pure checks of `submit`'s flags: `--array-subset`, `--chain` and `--local`."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from oellm_autoexp.errors import AutoexpUsageError
 
@@ -45,3 +46,19 @@ def check_chain(links: int) -> int:
     if links < 1:
         raise AutoexpUsageError(f"--chain: expected a number of submissions >= 1, got {links}")
     return links
+
+
+def check_local(config: Mapping[str, Any], *, monitor: bool, dry_run: bool) -> None:
+    """`--local` runs the jobs as children of this process, without SLURM (slurm.local)."""
+    if dry_run:
+        raise AutoexpUsageError("--local and --dry-run exclude each other")
+    if not monitor:
+        raise AutoexpUsageError(
+            "--local runs the jobs inside this command: it cannot return before they end "
+            "(drop --no-monitor)"
+        )
+    if (config.get("slurm") or {}).get("use_srun", True):
+        raise AutoexpUsageError(
+            "--local runs the scripts without SLURM, but they call srun (slurm.use_srun is "
+            "true); add the override slurm.use_srun=false"
+        )

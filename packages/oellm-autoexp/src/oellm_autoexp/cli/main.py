@@ -132,6 +132,11 @@ def plan_command(
     metavar="N",
     help="Submit the jobs N times, each waiting for the previous one to end (afterany).",
 )
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Run the jobs on this machine without SLURM, one at a time, same logs and markers.",
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
@@ -142,6 +147,7 @@ def submit_command(
     assume_yes: bool,
     array_subset: str | None,
     chain: int,
+    local: bool,
 ) -> int:
     """Plan, then submit the scripts with sbatch and monitor the jobs.
 
@@ -154,14 +160,16 @@ def submit_command(
         click.echo(note, err=True)
     # --- cost gate (oellm_autoexp.plan_cost) ---
     from oellm_autoexp.plan_cost import confirm_cost, plan_cost
-    from oellm_autoexp.submit_options import check_chain, parse_subset
+    from oellm_autoexp.submit_options import check_chain, check_local, parse_subset
 
     only = None
     if array_subset is not None:  # checked before the cost prompt, not after it
         only = parse_subset(array_subset, [job.index for job in result.plan.jobs])
     cost = plan_cost(result.plan, only=only, copies=check_chain(chain))
     click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
-    if not dry_run:
+    if local:
+        check_local(result.config, monitor=not no_monitor, dry_run=dry_run)
+    if not dry_run and not local:  # a local run spends no cluster time
         confirm_cost(
             cost,
             result.config.get("scheduler", {}).get("confirm_above_hours"),
@@ -173,7 +181,9 @@ def submit_command(
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
-        return run_submit(result, monitor=not no_monitor, array_subset=array_subset, chain=chain)
+        return run_submit(
+            result, monitor=not no_monitor, array_subset=array_subset, chain=chain, local=local
+        )
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)

@@ -80,20 +80,43 @@ class ClickReporter:
 
 
 def run_submit(
-    result: PlanResult, *, monitor: bool, array_subset: str | None = None, chain: int = 1
+    result: PlanResult,
+    *,
+    monitor: bool,
+    array_subset: str | None = None,
+    chain: int = 1,
+    local: bool = False,
 ) -> int:
-    """Submit a written plan for real (what `submit` without --dry-run does); exit code."""
+    """Submit a written plan for real (what `submit` without --dry-run does); exit code.
+
+    `local`: run the jobs here instead (`LocalClient`), polling at least every second.
+    """
     from oellm_autoexp import api
 
     _setup_logging(verbose=True)
-    submitted = api.submit(
-        result,
-        _client(),
-        reporter=ClickReporter(),
-        monitor=monitor,
-        array_subset=array_subset,
-        chain=chain,
-    )
+    sleep = None
+    if local:
+        import time
+
+        from oellm_autoexp.slurm.local import LocalClient
+
+        client: Any = LocalClient()
+        sleep = lambda seconds: time.sleep(min(seconds, 1.0))  # noqa: E731
+    else:
+        client = _client()
+    try:
+        submitted = api.submit(
+            result,
+            client,
+            reporter=ClickReporter(),
+            monitor=monitor,
+            sleep=sleep,
+            array_subset=array_subset,
+            chain=chain,
+        )
+    finally:
+        if local:  # an interrupted local run leaves no orphans
+            client.close()
     session = submitted.session
     if not submitted.complete:
         # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
