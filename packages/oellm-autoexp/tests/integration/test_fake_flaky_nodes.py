@@ -49,6 +49,19 @@ def _scripted_bad_node(session: Any) -> Any:
     return timeline
 
 
+def _run_on_bad_node(
+    root: Path, make_session: Any, *, jobs: int, monitor: dict[str, Any], policy: dict[str, Any]
+) -> tuple[Any, Any, FakeSlurmClient]:
+    """Drive `jobs` single-job scripts to their end on the scripted cluster with bad01."""
+    session, store = make_session(root, jobs=jobs, array=False, monitor=monitor, policies=[policy])
+    clock = FakeClock()
+    fake = FakeSlurmClient(clock, _scripted_bad_node(session))
+    MonitorController(fake, store, [session], clock=clock).run(
+        sleep=lambda _s: clock.advance(3), max_polls=200
+    )
+    return session, store, fake
+
+
 def test_a_bad_node_is_excluded_after_two_node_level_failures_and_status_reports_it(
     tmp_path: Path,
     make_session: Any,
@@ -57,13 +70,9 @@ def test_a_bad_node_is_excluded_after_two_node_level_failures_and_status_reports
 ) -> None:
     caplog.set_level(logging.INFO)
     monitor = {**FAST, "termination_str": "DONE", "exclude_nodes_after": 2}
-    session, store = make_session(
-        tmp_path, jobs=2, array=False, monitor=monitor, policies=[RESTART_NODE_ERRORS]
+    session, store, fake = _run_on_bad_node(
+        tmp_path, make_session, jobs=2, monitor=monitor, policy=RESTART_NODE_ERRORS
     )
-    clock = FakeClock()
-    fake = FakeSlurmClient(clock, _scripted_bad_node(session))
-    controller = MonitorController(fake, store, [session], clock=clock)
-    controller.run(sleep=lambda _s: clock.advance(3), max_polls=200)
 
     saved = store.load(session.session_id)
     assert saved.excluded_nodes == ["bad01"]
@@ -90,13 +99,9 @@ def test_one_job_failing_twice_on_one_node_excludes_it_the_xid_log_line_counts(
     tmp_path: Path, make_session: Any
 ) -> None:
     monitor = {**FAST, "termination_str": "DONE", "exclude_nodes_after": 2}
-    session, store = make_session(
-        tmp_path, jobs=1, array=False, monitor=monitor, policies=[RESTART_NODE_ERRORS]
+    session, store, _fake = _run_on_bad_node(
+        tmp_path, make_session, jobs=1, monitor=monitor, policy=RESTART_NODE_ERRORS
     )
-    clock = FakeClock()
-    fake = FakeSlurmClient(clock, _scripted_bad_node(session))
-    controller = MonitorController(fake, store, [session], clock=clock)
-    controller.run(sleep=lambda _s: clock.advance(3), max_polls=200)
 
     job = next(iter(store.load(session.session_id).jobs.values()))
     # NODE_FAIL, then a GPU Xid in the log (exit 1): both blame bad01; the third attempt avoids it.
@@ -115,11 +120,8 @@ def test_exclusion_is_off_with_zero_and_the_list_never_grows_past_the_limit(
 ) -> None:
     monitor = {**FAST, "exclude_nodes_after": after, "max_excluded_nodes": limit}
     policy = {**RESTART_NODE_ERRORS, "max_retries": 2}
-    session, store = make_session(tmp_path, jobs=1, array=False, monitor=monitor, policies=[policy])
-    clock = FakeClock()
-    fake = FakeSlurmClient(clock, _scripted_bad_node(session))
-    MonitorController(fake, store, [session], clock=clock).run(
-        sleep=lambda _s: clock.advance(3), max_polls=200
+    session, store, fake = _run_on_bad_node(
+        tmp_path, make_session, jobs=1, monitor=monitor, policy=policy
     )
     assert store.load(session.session_id).excluded_nodes == []
     assert all(not any("--exclude" in a for a in r.extra_args) for _, r in fake.submissions)
