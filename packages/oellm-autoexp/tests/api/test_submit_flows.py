@@ -9,7 +9,8 @@ import pytest
 from oellm_autoexp import api
 from oellm_autoexp.cli import main
 from oellm_autoexp.errors import AutoexpUsageError
-from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
+from oellm_autoexp.slurm.client import SubmitRequest
+from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 from oellm_autoexp.submit_options import parse_subset
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
@@ -82,3 +83,25 @@ def test_bad_submit_flags_are_one_line_usage_errors_before_anything_is_submitted
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"oellm-autoexp: error: {message}"
     assert not (tmp_path / "monitoring_state").exists()  # no session was created
+
+
+def test_a_monitored_chain_drives_every_link_to_its_end(tmp_path: Path) -> None:
+    result = api.plan(EXAMPLE, [f"project.base_output_dir={tmp_path}"], test_only="never")
+    clock = FakeClock()
+    jobs = {j.array.task_index: j for j in result.plan.jobs if j.array is not None}
+
+    def timeline(_request: SubmitRequest, display_id: str, _attempt: int) -> Timeline:
+        job = jobs[int(display_id.partition("_")[2])]
+        log = job.resolved_log_path(display_id)
+        return Timeline(
+            run_s=4, log_path=log, log_lines=[(3, f"oellm-autoexp: completed {job.name}")]
+        )
+
+    client = FakeSlurmClient(clock, timeline)
+    submitted = api.submit(
+        result, client, chain=2, array_subset="2", monitor=True, sleep=clock.advance
+    )
+    links = [submitted.store.load(s.session_id) for s in (submitted.session, *submitted.chained)]
+    assert [[j.state.value for j in s.jobs.values()] for s in links] == [["completed"]] * 2
+    assert [s.status for s in links] == ["finished", "finished"]
+    assert api.exit_code([*links]) == 0
