@@ -62,3 +62,18 @@ def check_local(config: Mapping[str, Any], *, monitor: bool, dry_run: bool) -> N
             "--local runs the scripts without SLURM, but they call srun (slurm.use_srun is "
             "true); add the override slurm.use_srun=false"
         )
+
+
+def describe_selection(only: Sequence[int] | None, links: int) -> str | None:
+    """What `--array-subset` / `--chain` change about the plan's sbatch calls (for --dry-run)."""
+    parts = []
+    if only is not None:
+        from oellm_autoexp.monitor.controller import array_spec
+
+        parts.append(f"--array-subset: only jobs {array_spec(only)} are submitted")
+    if links > 1:
+        parts.append(
+            f"--chain {links}: {links} submissions, each with --dependency=afterany on the one "
+            "before"
+        )
+    return "; ".join(parts) or None

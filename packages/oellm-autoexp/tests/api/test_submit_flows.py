@@ -105,3 +105,16 @@ def test_a_monitored_chain_drives_every_link_to_its_end(tmp_path: Path) -> None:
     assert [[j.state.value for j in s.jobs.values()] for s in links] == [["completed"]] * 2
     assert [s.status for s in links] == ["finished", "finished"]
     assert api.exit_code([*links]) == 0
+
+
+def test_dry_run_says_what_subset_and_chain_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["submit", str(EXAMPLE), f"project.base_output_dir={tmp_path}", "--test-only=never"]
+    assert main([*args, "--dry-run", "--array-subset", "3,0-1", "--chain", "2"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == (
+        "# --array-subset: only jobs 0-1,3 are submitted; --chain 2: 2 submissions, each with "
+        "--dependency=afterany on the one before"
+    )
+    assert not (tmp_path / "monitoring_state").exists()

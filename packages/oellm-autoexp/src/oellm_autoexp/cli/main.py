@@ -160,7 +160,12 @@ def submit_command(
         click.echo(note, err=True)
     # --- cost gate (oellm_autoexp.plan_cost) ---
     from oellm_autoexp.plan_cost import confirm_cost, plan_cost
-    from oellm_autoexp.submit_options import check_chain, check_local, parse_subset
+    from oellm_autoexp.submit_options import (
+        check_chain,
+        check_local,
+        describe_selection,
+        parse_subset,
+    )
 
     only = None
     if array_subset is not None:  # checked before the cost prompt, not after it
@@ -192,6 +197,9 @@ def submit_command(
 
     for argv in result.plan.sbatch_commands():
         click.echo(shlex.join(argv))
+    selection = describe_selection(only, chain)
+    if selection:  # the commands above are the whole plan's; say what the flags change
+        click.echo(f"# {selection}")
     return EXIT_OK
 
 
