@@ -92,3 +92,9 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 def slurm_accounting_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A local SLURM with slurmdbd (MariaDB) and a short MinJobAge: `sacct` knows purged jobs."""
     yield from _cluster(tmp_path_factory, accounting=True, min_job_age_s=ACCOUNTING_MIN_JOB_AGE_S)
+
+
+@pytest.fixture(scope="session")
+def slurm_spare_node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """A local SLURM whose partition also has a down node: a job excluding the real one waits."""
+    yield from _cluster(tmp_path_factory, accounting=False, spare_node=True)

@@ -65,6 +65,8 @@ class SubmitResult:
     session: Session
     store: SessionStore
     confirmed: int
+    # `chain=N`: the later links' sessions (each waits for the one before: afterany).
+    chained: tuple[Session, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -164,6 +166,8 @@ def submit(
     reporter: Reporter | None = None,
     monitor: bool = False,
     sleep: Callable[[float], None] | None = None,
+    array_subset: str | None = None,
+    chain: int = 1,
 ) -> SubmitResult:
     """Create a session for a written plan and submit every script through `client`.
 
@@ -173,9 +177,15 @@ def submit(
     Each job's intent is saved before its sbatch, so a crash or an unanswered sbatch never
     loses or duplicates a job (`SubmitResult.confirmed` counts what SLURM confirmed). With
     `monitor=True` it then monitors until every job is finished (`sleep` between polls).
+
+    `array_subset` (``"3,5-7"``, the plan's job indices) submits only those jobs, as one array
+    per script. `chain=N` submits the (selected) jobs N times, each submission a session of its
+    own whose jobs wait for the previous submission's job to end (``--dependency=afterany``):
+    a long run split into time-limited pieces that resume from their checkpoints.
     """
     from oellm_autoexp.monitor.session_builder import submit_plan
     from oellm_autoexp.plan import Plan
+    from oellm_autoexp.submit_options import check_chain, parse_subset
 
     if isinstance(planned, Plan):
         if config is None:
@@ -183,19 +193,45 @@ def submit(
         the_plan, the_config = planned, config
     else:
         the_plan, the_config = planned.plan, planned.config
+    links = check_chain(chain)
+    only = None
+    if array_subset is not None:
+        only = parse_subset(array_subset, [job.index for job in the_plan.jobs])
     say = reporter or NullReporter()
     store = store_for_config(the_config, the_plan.output_root)
-    session = submit_plan(
-        the_plan,
-        the_config,
-        client,
-        store=store,
-        monitor=monitor,
-        sleep=sleep,
-        after_poll=say.action,
-    )
+    sessions: list[Session] = []
+    depends_on: dict[str, str] | None = None
+    for link in range(links):
+        session = submit_plan(
+            the_plan,
+            the_config,
+            client,
+            store=store,
+            monitor=monitor and links == 1,
+            sleep=sleep,
+            after_poll=say.action,
+            only=only,
+            depends_on=depends_on,
+        )
+        sessions.append(session)
+        depends_on = {k: j.job_id for k, j in session.jobs.items() if j.job_id is not None}
+        if link + 1 < links and len(depends_on) < len(session.jobs):
+            say.warning(
+                f"session {session.session_id}: not every job was confirmed submitted; "
+                f"the chain stops after {link + 1} of {links} submission(s)"
+            )
+            break
+        if links > 1:
+            after = f" (after {sessions[-2].session_id}, afterany)" if link else ""
+            say.info(f"chain {link + 1}/{links}: session {session.session_id}{after}")
+    if monitor and links > 1:
+        monitor_until_done(
+            store, client, session_ids=[s.session_id for s in sessions], reporter=say, sleep=sleep
+        )
+        sessions = [store.load(s.session_id) for s in sessions]
+    session = sessions[0]
     confirmed = sum(1 for j in session.jobs.values() if j.job_id is not None or j.attempts)
-    outcome = SubmitResult(session, store, confirmed)
+    outcome = SubmitResult(session, store, confirmed, tuple(sessions[1:]))
     if outcome.complete:
         say.info(f"session {session.session_id}: {len(session.jobs)} job(s) submitted")
     else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from oellm_autoexp.errors import AutoexpRunError, AutoexpUsageError, ConfigError
@@ -92,9 +92,16 @@ class PlanCost:
         return line
 
 
-def plan_cost(plan: Plan) -> PlanCost:
-    """GPU-hours / node-hours the jobs of `plan` request (see module docs)."""
-    counts: Counter[JobShape] = Counter(job_shape(job.sbatch) for job in plan.jobs)
+def plan_cost(plan: Plan, *, only: Collection[int] | None = None, copies: int = 1) -> PlanCost:
+    """GPU-hours / node-hours the jobs of `plan` request (see module docs).
+
+    `only`: the job indices submitted (`submit --array-subset`); `copies`: how many times each
+    is submitted (`submit --chain N`).
+    """
+    counts: Counter[JobShape] = Counter()
+    for job in plan.jobs:
+        if only is None or job.index in only:
+            counts[job_shape(job.sbatch)] += copies
     return PlanCost(shapes=tuple(counts.items()))
 
 

@@ -117,7 +117,7 @@ def test_yes_submits_above_the_threshold_without_asking(
     # The boundary: what would call sbatch. The gate before it is what is tested.
     monkeypatch.setattr(
         "oellm_autoexp.cli.monitor.run_submit",
-        lambda result, monitor: submitted.append(len(result.plan.jobs)) or 0,
+        lambda result, monitor, **_flags: submitted.append(len(result.plan.jobs)) or 0,
     )
     code, _out, err = _run(["submit", str(_gpu_config(tmp_path)), "--yes"], capsys)
     assert code == 0, err

@@ -148,6 +148,7 @@ def _write_conf(
     *,
     min_job_age_s: int,
     dbd_port: int | None,
+    spare_node: bool = False,
 ) -> Path:
     ctld_port, slurmd_port = _free_port(), _free_port()
     conf = root / "slurm.conf"
@@ -202,8 +203,17 @@ def _write_conf(
         "SlurmdTimeout=30",
         "SchedulerParameters=sched_interval=1",
         f"NodeName={node} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory=2048 State=UNKNOWN",
-        f"PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP",
     ]
+    nodes = node
+    if spare_node:
+        # A second node that is configured but down: a job that excludes the real node is
+        # accepted and waits (sbatch refuses a request no configured node could satisfy).
+        spare = f"{node}-spare"
+        lines.append(
+            f"NodeName={spare} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory=2048 State=DOWN"
+        )
+        nodes = f"{node},{spare}"
+    lines.append(f"PartitionName={partition} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP")
     conf.write_text("\n".join(lines) + "\n")
     return conf
 
@@ -243,6 +253,7 @@ def start_cluster(
     *,
     accounting: bool = False,
     min_job_age_s: int = MIN_JOB_AGE_S,
+    spare_node: bool = False,
 ) -> SlurmCluster:
     """Start munged, slurmctld and slurmd under `root`; return when the node is idle.
 
@@ -268,7 +279,13 @@ def start_cluster(
     partition = "autoexp"
     dbd_port = _free_port() if accounting else None
     conf = _write_conf(
-        root, node, partition, munge_socket, min_job_age_s=min_job_age_s, dbd_port=dbd_port
+        root,
+        node,
+        partition,
+        munge_socket,
+        min_job_age_s=min_job_age_s,
+        dbd_port=dbd_port,
+        spare_node=spare_node,
     )
     env = {**os.environ, "SLURM_CONF": str(conf), "PATH": SEARCH_PATH}
     cluster = SlurmCluster(root, conf, node, partition, env, bins)

@@ -31,7 +31,9 @@ from oellm_autoexp.persistence import JobRecord
 from oellm_autoexp.persistence.store import SessionCorruptError
 from oellm_autoexp.slurm.client import JobInfo
 
-OOM, NCCL, EXC = DEFAULT_SIGNALS[0], DEFAULT_SIGNALS[1], DEFAULT_SIGNALS[2]
+OOM, NCCL, EXC = (
+    next(s for s in DEFAULT_SIGNALS if s.name == n) for n in ("oom", "nccl", "exception")
+)
 
 
 def _end(state: str, code: int = 0, reason: str = "None", signals: tuple = (), **kw: bool):

@@ -139,6 +139,26 @@ def plan_command(
     is_flag=True,
     help="Submit without asking, even above scheduler.confirm_above_hours.",
 )
+@click.option(
+    "--array-subset",
+    default=None,
+    metavar="LIST",
+    help="Submit only these jobs of the plan (its '#' column), e.g. 3,5-7.",
+)
+@click.option(
+    "--chain",
+    "--repeat",
+    "chain",
+    type=int,
+    default=1,
+    metavar="N",
+    help="Submit the jobs N times, each waiting for the previous one to end (afterany).",
+)
+@click.option(
+    "--local",
+    is_flag=True,
+    help="Run the jobs on this machine without SLURM, one at a time, same logs and markers.",
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
@@ -147,6 +167,9 @@ def submit_command(
     dry_run: bool,
     no_monitor: bool,
     assume_yes: bool,
+    array_subset: str | None,
+    chain: int,
+    local: bool,
 ) -> int:
     """Plan, then submit the scripts with sbatch and monitor the jobs.
 
@@ -159,10 +182,21 @@ def submit_command(
         click.echo(note, err=True)
     # --- cost gate (oellm_autoexp.plan_cost) ---
     from oellm_autoexp.plan_cost import confirm_cost, plan_cost
+    from oellm_autoexp.submit_options import (
+        check_chain,
+        check_local,
+        describe_selection,
+        parse_subset,
+    )
 
-    cost = plan_cost(result.plan)
+    only = None
+    if array_subset is not None:  # checked before the cost prompt, not after it
+        only = parse_subset(array_subset, [job.index for job in result.plan.jobs])
+    cost = plan_cost(result.plan, only=only, copies=check_chain(chain))
     click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
-    if not dry_run:
+    if local:
+        check_local(result.config, monitor=not no_monitor, dry_run=dry_run)
+    if not dry_run and not local:  # a local run spends no cluster time
         confirm_cost(
             cost,
             result.config.get("scheduler", {}).get("confirm_above_hours"),
@@ -174,7 +208,9 @@ def submit_command(
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
-        return run_submit(result, monitor=not no_monitor)
+        return run_submit(
+            result, monitor=not no_monitor, array_subset=array_subset, chain=chain, local=local
+        )
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
         click.echo(result.scripts[script.path], nl=False)
@@ -183,6 +219,9 @@ def submit_command(
 
     for argv in result.plan.sbatch_commands():
         click.echo(shlex.join(argv))
+    selection = describe_selection(only, chain)
+    if selection:  # the commands above are the whole plan's; say what the flags change
+        click.echo(f"# {selection}")
     return EXIT_OK
 
 

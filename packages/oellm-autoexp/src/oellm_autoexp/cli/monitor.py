@@ -79,21 +79,56 @@ class ClickReporter:
         click.echo(action.describe())
 
 
-def run_submit(result: PlanResult, *, monitor: bool) -> int:
-    """Submit a written plan for real (what `submit` without --dry-run does); exit code."""
+def run_submit(
+    result: PlanResult,
+    *,
+    monitor: bool,
+    array_subset: str | None = None,
+    chain: int = 1,
+    local: bool = False,
+) -> int:
+    """Submit a written plan for real (what `submit` without --dry-run does); exit code.
+
+    `local`: run the jobs here instead (`LocalClient`), polling at least every second.
+    """
     from oellm_autoexp import api
 
     _setup_logging(verbose=True)
-    submitted = api.submit(result, _client(), reporter=ClickReporter(), monitor=monitor)
+    sleep = None
+    if local:
+        import time
+
+        from oellm_autoexp.slurm.local import LocalClient
+
+        client: Any = LocalClient()
+        sleep = lambda seconds: time.sleep(min(seconds, 1.0))  # noqa: E731
+    else:
+        client = _client()
+    try:
+        submitted = api.submit(
+            result,
+            client,
+            reporter=ClickReporter(),
+            monitor=monitor,
+            sleep=sleep,
+            array_subset=array_subset,
+            chain=chain,
+        )
+    finally:
+        if local:  # an interrupted local run leaves no orphans
+            client.close()
     session = submitted.session
     if not submitted.complete:
         # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
         # the intents are on disk and the next monitor resolves them, never submitting twice.
         return EXIT_RUN_FAILED
     if not monitor:
-        click.echo(f"monitor with: oellm-autoexp monitor --monitor-session {session.session_id}")
+        how = (
+            f"--monitor-session {session.session_id}" if not submitted.chained else "--monitor-all"
+        )
+        click.echo(f"monitor with: oellm-autoexp monitor {how}")
         return EXIT_OK
-    return api.exit_code([session])
+    return api.exit_code([session, *submitted.chained])
 
 
 @click.command("monitor")
@@ -161,6 +196,7 @@ def _monitor_sessions(
         wanted = {j.name for j in result.focus}
         rows = [row for row in rows if row.name in wanted]
     _print_status(rows)
+    _print_exclusions(result.sessions)
     return api.exit_code(result)
 
 
@@ -251,9 +287,18 @@ def status_command(
         record = provenance_path(session.plan)
         if record is not None:
             click.echo(f"session {session.session_id}: provenance {record}")
+    _print_exclusions(sessions)
     if job_name is not None:
         _print_job_details(sessions, job_name)
     return EXIT_OK
+
+
+def _print_exclusions(sessions: Sequence[Session]) -> None:
+    """The nodes each session's submissions avoid after node-level failures (node_health)."""
+    for session in sessions:
+        if session.excluded_nodes:
+            nodes = ",".join(session.excluded_nodes)
+            click.echo(f"session {session.session_id}: excluded nodes {nodes}")
 
 
 def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:

@@ -24,6 +24,11 @@ from typing import Any
 from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
 from oellm_autoexp.monitor.log_signals import read_new_text
+from oellm_autoexp.monitor.node_health import (
+    decide_exclusions,
+    exclude_argument,
+    node_level_failure,
+)
 from oellm_autoexp.monitor.policies import RestartContext, policy_for
 from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
@@ -293,7 +298,7 @@ class MonitorController:
             for index, (rt, jobs, token) in enumerate(batches):
                 rt.dirty = True
                 try:
-                    submitted += self._submit_group(jobs, token, now)
+                    submitted += self._submit_group(rt, jobs, token, now)
                 except (SubmissionError, SlurmNotInstalledError) as exc:
                     # sbatch refused (or is missing): certain that this batch is not queued.
                     for job in jobs:
@@ -317,7 +322,8 @@ class MonitorController:
                 if self._due(job, now):
                     # A single-job script is one call per job.
                     name = job.slurm_name if job.array_index is not None else job.key
-                    key = (job.script, name, job.time_limit, tuple(sorted(job.env.items())))
+                    after = _dependency_of(job)
+                    key = (job.script, name, job.time_limit, after, tuple(sorted(job.env.items())))
                     groups.setdefault(key, []).append(job)
             for jobs in groups.values():
                 token = f"autoexp-{rt.session.session_id}-{uuid.uuid4().hex[:12]}"
@@ -339,11 +345,23 @@ class MonitorController:
             job.outcome = Outcome("crash", "submit_failed", f"resubmission rejected: {exc}")
         return initial
 
-    def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
+    @staticmethod
+    def _user_exclude(rt: _Runtime) -> Any:
+        """``slurm.sbatch.exclude`` of the session's config (kept in front of auto-exclusions)."""
+        slurm = rt.session.config.get("slurm") or {}
+        return (slurm.get("sbatch") or {}).get("exclude")
+
+    def _submit_group(self, rt: _Runtime, jobs: list[JobRecord], token: str, now: float) -> int:
         first = jobs[0]
         extra: list[str] = []
         if first.time_limit:
             extra.append(f"--time={first.time_limit}")
+        exclude = exclude_argument(self._user_exclude(rt), rt.session.excluded_nodes)
+        if exclude:
+            extra.append(f"--exclude={exclude}")
+        after = _dependency_of(first)
+        if after:
+            extra.append(f"--dependency=afterany:{after}")
         if first.env:
             pairs = ",".join(f"{k}={v}" for k, v in sorted(first.env.items()))
             extra.append(f"--export=ALL,{pairs}")
@@ -491,6 +509,8 @@ class MonitorController:
                 completed_marker=marker,
                 marker_required=bool(config.termination_str or config.termination_cmd),
             )
+            if info is not None and info.nodes:  # where it ran: flaky-node accounting
+                cls = Classification(cls.mode, {**cls.metadata, "nodes": info.nodes})
             return self._finish_attempt(rt, job, cls, now)
         assert info is not None
         state = monitor_state_of(info.state)
@@ -605,6 +625,8 @@ class MonitorController:
         )
         log.info("job %s (%s): classified %s %s", job.name, job.job_id, cls.mode, cls.metadata)
         job.job_id = None
+        if node_level_failure(cls.metadata):
+            self._update_exclusions(rt)
         if cls.mode is Mode.SUCCESS:
             job.outcome = Outcome.of("success", cls.metadata)
             self._set_state(job, MonitorState.COMPLETED, "success")
@@ -655,6 +677,36 @@ class MonitorController:
         job.outcome = None
         self._set_state(job, MonitorState.PENDING, f"restart scheduled: {reason}")
         return 1
+
+    def _update_exclusions(self, rt: _Runtime) -> None:
+        """Re-decide the session's excluded nodes after a node-level failure (node_health)."""
+        session, cfg = rt.session, rt.settings.config
+        decision = decide_exclusions(
+            (a.metadata for j in session.jobs.values() for a in j.attempts),
+            session.excluded_nodes,
+            after=cfg.exclude_nodes_after,
+            limit=cfg.max_excluded_nodes,
+        )
+        if decision.added:
+            session.excluded_nodes = decision.nodes
+            rt.dirty = True
+            log.warning(
+                "session %s: excluding node(s) %s from later submissions (%d node-level "
+                "failure(s) each); excluded now: %s",
+                session.session_id,
+                ", ".join(decision.added),
+                cfg.exclude_nodes_after,
+                ",".join(decision.nodes),
+            )
+        if decision.over_limit:
+            log.warning(
+                "session %s: node(s) %s failed %d times but the exclusion list is full "
+                "(monitoring.max_excluded_nodes=%d); not excluded",
+                session.session_id,
+                ", ".join(decision.over_limit),
+                cfg.exclude_nodes_after,
+                cfg.max_excluded_nodes,
+            )
 
     def _rewrite_for_restart(
         self, rt: _Runtime, job: JobRecord, cls: Classification, reason: str
@@ -728,6 +780,14 @@ def termination_cmd_succeeds(command: str, job: JobRecord) -> bool:
 def _log_only(job: JobRecord) -> bool:
     """A watched log with no SLURM job behind it (standalone monitor): never submitted."""
     return not job.script and job.job_id is None and not job.attempts
+
+
+def _dependency_of(job: JobRecord) -> str | None:
+    """The job id a first submission waits for (`submit --chain`); array tasks wait for the
+    whole previous array (one sbatch carries one dependency for all of its tasks)."""
+    if job.depends_on is None or job.attempts:
+        return None
+    return job.depends_on.split("_")[0] if job.array_index is not None else job.depends_on
 
 
 def _base_id(hits: list[JobInfo]) -> str | None:

@@ -54,6 +54,15 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 # Pre-registered generic signals: errors, completion and checkpoint publication. Ordered from
 # the most to the least specific error, which is the order classification prefers them in.
 DEFAULT_SIGNALS: tuple[LogSignal, ...] = (
+    # A GPU hardware fault (NVIDIA Xid, ECC) blames the node (monitor.node_health); it comes
+    # first because the traceback or NCCL error it causes is only its consequence.
+    LogSignal(
+        "gpu_hardware",
+        r"NVRM: Xid|\bXid \d+\b|uncorrectable ECC error|ECC errors? detected|fallen off the bus",
+        mode="crash",
+        error_type="gpu_hardware",
+        subsystem="node",
+    ),
     LogSignal(
         "oom",
         r"CUDA out of memory|OutOfMemoryError|HIP out of memory",

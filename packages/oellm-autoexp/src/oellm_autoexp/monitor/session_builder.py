@@ -7,7 +7,7 @@ sbatch) and, unless told not to, monitors until every job is finished.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +29,18 @@ def _output_paths(templates: list[str], fields: Mapping[str, Any]) -> list[str]:
     return [str(template).format(**fields) for template in templates]
 
 
-def session_from_plan(plan: Plan, config: Mapping[str, Any]) -> Session:
-    """A new session for `plan`; `config` is the dumped resolved config (kept in full)."""
+def session_from_plan(
+    plan: Plan,
+    config: Mapping[str, Any],
+    *,
+    only: Collection[int] | None = None,
+    depends_on: Mapping[str, str] | None = None,
+) -> Session:
+    """A new session for `plan`; `config` is the dumped resolved config (kept in full).
+
+    `only`: the plan's job indices to include (`submit --array-subset`; default all).
+    `depends_on`: job key -> SLURM id its first submission waits for (`submit --chain`).
+    """
     monitoring = config.get("monitoring") or {"class_name": "LogMonitor"}
     templates = list(monitoring.get("output_paths") or [])
     session = Session(
@@ -46,6 +56,8 @@ def session_from_plan(plan: Plan, config: Mapping[str, Any]) -> Session:
     )
     scripts = {script.path: script for script in plan.scripts}
     for job in plan.jobs:
+        if only is not None and job.index not in only:
+            continue
         script = scripts[job.script]
         fields = {
             "output_dir": str(job.output_dir),
@@ -64,6 +76,7 @@ def session_from_plan(plan: Plan, config: Mapping[str, Any]) -> Session:
             array_index=job.array.task_index if job.array is not None else None,
             output_paths=_output_paths(templates, fields),
             time_limit=job.sbatch.get("time"),
+            depends_on=(depends_on or {}).get(job.job_id),
         )
     return session
 
@@ -77,13 +90,16 @@ def submit_plan(
     monitor: bool = True,
     sleep: Callable[[float], None] | None = None,
     after_poll: Callable[[Action], None] | None = None,
+    only: Collection[int] | None = None,
+    depends_on: Mapping[str, str] | None = None,
 ) -> Session:
     """Create the session, submit every script and (by default) monitor to the end.
 
-    `after_poll`, when given, receives every action (event) each poll produced.
+    `after_poll`, when given, receives every action (event) each poll produced; `only` and
+    `depends_on` as in `session_from_plan`.
     """
     store = store or SessionStore(state_dir_for(config, plan.output_root))
-    session = session_from_plan(plan, config)
+    session = session_from_plan(plan, config, only=only, depends_on=depends_on)
     store.create(session)
     with store.lock(session.session_id):
         controller = MonitorController(client, store, [session])

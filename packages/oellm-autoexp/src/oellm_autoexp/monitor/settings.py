@@ -39,6 +39,11 @@ class LogMonitorConfig(MonitorConfigBase):
     # (`drain_actions`); the standalone
     # `monitor MONITOR.yaml` turns this on.
     emit_events: bool = False
+    # Flaky nodes (monitor.node_health): a node on which this many attempts of the session failed
+    # with a node-level error (NODE_FAIL, NCCL, Xid/ECC) is passed to later submissions as
+    # `sbatch --exclude`; 0 turns it off. At most `max_excluded_nodes` nodes are excluded.
+    exclude_nodes_after: int = 2
+    max_excluded_nodes: int = 8
 
 
 @register
@@ -95,6 +100,9 @@ def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
         config = LogMonitorConfig(**base)
     if config.inactivity_threshold_seconds <= 0:
         raise ConfigError("must be > 0", key="monitoring.inactivity_threshold_seconds")
+    for name in ("exclude_nodes_after", "max_excluded_nodes"):
+        if getattr(config, name) < 0:
+            raise ConfigError("must be >= 0", key=f"monitoring.{name}")
     signals = [
         *(DEFAULT_SIGNALS if config.default_signals else ()),
         *parse_signals(config.log_signals),

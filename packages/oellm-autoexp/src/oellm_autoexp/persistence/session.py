@@ -123,6 +123,9 @@ class JobRecord:
     output_paths: list[str] = field(default_factory=list)
     time_limit: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # exported to restarts (--export)
+    # `submit --chain`: the SLURM id of the previous link's job; the first submission waits for
+    # it to end (``--dependency=afterany``), restarts do not.
+    depends_on: str | None = None
     state: MonitorState = MonitorState.PENDING
     slurm_state: str | None = None
     job_id: str | None = None
@@ -213,6 +216,8 @@ class Session:
     plan: dict[str, Any] = field(default_factory=dict)
     jobs: dict[str, JobRecord] = field(default_factory=dict)
     status: str = "active"
+    # Nodes later submissions avoid (`sbatch --exclude`), decided by monitor.node_health.
+    excluded_nodes: list[str] = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -259,6 +264,7 @@ class Session:
             "monitoring": self.monitoring,
             "plan": self.plan,
             "jobs": [job.to_dict() for job in self.jobs.values()],
+            "excluded_nodes": self.excluded_nodes,
         }
 
     @classmethod
@@ -281,4 +287,5 @@ class Session:
             plan=dict(data.get("plan") or {}),
             jobs=jobs,
             status=str(data.get("status", "active")),
+            excluded_nodes=[str(n) for n in data.get("excluded_nodes") or []],
         )

@@ -100,6 +100,7 @@ class JobInfo:
     end_time: float | None = None
     array_job_id: str | None = None
     array_task_id: int | None = None
+    nodes: str = ""  # the hostlist the job ran on (``gpu[01-04]``); empty before it starts
 
     @property
     def terminal(self) -> bool:

@@ -47,7 +47,7 @@ class Timeline:
     every `log_every_s` seconds until `stall_after_s` (then it keeps RUNNING but writes
     nothing: a hang). `log_lines` are (seconds after start, text) written once each. After
     `run_s` it ends in `end_state` with `exit_code` and `reason`. `run_s=None` runs until
-    cancelled.
+    cancelled. It runs on `nodes` (a SLURM hostlist: a scripted bad node for node tests).
     """
 
     pending_s: float = 0.0
@@ -60,6 +60,7 @@ class Timeline:
     heartbeat: str = "step ok"
     stall_after_s: float | None = None
     log_lines: Sequence[tuple[float, str]] = ()
+    nodes: str = "node001"
 
 
 # Decides the timeline of each new job or task: (request, its display id such as "1000" or
@@ -114,6 +115,7 @@ class _FakeJob:
             end_time=end if end is not None and now >= end else None,
             array_job_id=self.array_job_id,
             array_task_id=self.task,
+            nodes=self.timeline.nodes if now >= start else "",
         )
 
 

@@ -94,6 +94,7 @@ def _record(raw: Mapping[str, Any], job_id: str, task: int | None) -> JobInfo:
         end_time=float(end) if end else None,
         array_job_id=str(array_id) if array_id else None,
         array_task_id=task,
+        nodes=str(raw.get("nodes") or ""),
     )
 
 
@@ -122,7 +123,7 @@ def parse_squeue_json(text: str) -> dict[str, JobInfo]:
 
 
 def parse_sacct(text: str) -> dict[str, JobInfo]:
-    """``sacct -X -n -P -o JobID,State,ExitCode,Timelimit,Comment`` rows keyed by job id."""
+    """``sacct -X -n -P -o JobID,State,ExitCode,Timelimit,Comment,NodeList`` rows by job id."""
     jobs: dict[str, JobInfo] = {}
     for line in text.splitlines():
         parts = line.split("|")
@@ -135,6 +136,7 @@ def parse_sacct(text: str) -> dict[str, JobInfo]:
             state=_state(state),
             reason=" ".join(state.split()[1:]),
             comment=parts[4] if len(parts) > 4 else "",
+            nodes=parts[5] if len(parts) > 5 else "",
             exit_code=int(code_text) if code_text.isdigit() else None,
             signal=int(sig_text) if sig_text.isdigit() and int(sig_text) else None,
         )
@@ -248,7 +250,7 @@ class RealSlurmClient(SlurmClient):
         return bool(self.use_sacct)
 
     def _sacct(self, job_ids: set[str]) -> dict[str, JobInfo]:
-        args = ["-X", "-n", "-P", "-o", "JobID,State,ExitCode,Timelimit,Comment"]
+        args = ["-X", "-n", "-P", "-o", "JobID,State,ExitCode,Timelimit,Comment,NodeList"]
         try:
             result = self._run("sacct", *args, "-j", ",".join(sorted(job_ids)), retry_if=_transient)
         except SlurmCommandError as exc:

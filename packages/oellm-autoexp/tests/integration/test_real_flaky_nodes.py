@@ -1,0 +1,59 @@
+"""Flaky nodes on a real SLURM: the restart's `--exclude` reaches sbatch and slurmctld."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oellm_autoexp.monitor import MonitorController
+from oellm_autoexp.slurm.commands import RetryPolicy
+from oellm_autoexp.slurm.real import RealSlurmClient
+
+pytestmark = pytest.mark.slurm
+
+RESTART_NCCL = {
+    "class_name": "SelectiveRestartPolicy",
+    "modes": ["crash"],
+    "restart_on_error_types": ["nccl"],
+    "default_action": "stop",
+    "max_retries": 1,
+}
+
+
+def test_an_nccl_failure_on_the_node_makes_the_restart_exclude_it_in_slurm(
+    slurm_spare_node_cluster: Any, tmp_path: Path, make_session: Any
+) -> None:
+    cluster = slurm_spare_node_cluster
+    monitor = {
+        "poll_interval_seconds": 0.5,
+        "restart_backoff_seconds": 0.5,
+        "exclude_nodes_after": 1,
+    }
+    body = 'echo "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO)"; exit 1'
+    session, store = make_session(
+        tmp_path, jobs=1, array=False, monitor=monitor, policies=[RESTART_NCCL], script_body=body
+    )
+    client = RealSlurmClient(env=cluster.env, retry=RetryPolicy(attempts=3, timeout_s=20))
+    controller = MonitorController(client, store, [session])
+    deadline = time.monotonic() + 60
+    job = store.load(session.session_id).jobs["k0"]
+    while not (job.attempts and job.job_id):  # until the restart is queued
+        assert time.monotonic() < deadline, f"the restart was never submitted: {job.outcome}"
+        controller.poll_once()
+        job = controller.sessions[0].jobs["k0"]
+        time.sleep(0.5)
+    restart_id = job.job_id
+    try:
+        first = job.attempts[0]
+        assert first.metadata["error_type"] == "nccl"
+        assert first.metadata["nodes"] == cluster.node  # squeue's `nodes` of the attempt
+        assert store.load(session.session_id).excluded_nodes == [cluster.node]
+        # slurmctld recorded the exclusion, and the only node being excluded, the job waits.
+        shown = client.show(restart_id)
+        assert shown["ExcNodeList"] == cluster.node
+        assert shown["JobState"] == "PENDING"
+    finally:
+        client.cancel([restart_id])
