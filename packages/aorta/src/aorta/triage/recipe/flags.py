@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aorta.registry.models import Environment
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -27,6 +27,7 @@ from aorta.triage.recipe.validation import (
     safe_name,
     string,
     ticket_name,
+    valid_alpha,
     valid_threshold,
 )
 
@@ -43,6 +44,7 @@ def recipe_from_flags(
     ticket: str | None = None,
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -60,6 +62,7 @@ def recipe_from_flags(
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
     threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+    alpha = valid_alpha(where, "--alpha", alpha)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
@@ -111,7 +114,7 @@ def recipe_from_flags(
         workload=wl.name,
         trials=trials,
         steps=steps,
-        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell),
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell, alpha=alpha),
         cells=tuple(cells),
         baseline=baseline,
         source=None,

@@ -6,13 +6,14 @@ against programming errors of callers that build a `Recipe` by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from aorta.registry.models import Environment, Mitigation
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.matrix import CellStats, Matrix, build_matrix
 
 __all__ = [
     "IMAGE_PREFIX",
@@ -37,6 +38,7 @@ class ConfoundSettings:
 
     threshold: float = DEFAULT_CONFOUND_THRESHOLD
     baseline_cell: str | None = None  # as written; `Recipe.baseline` is the resolved one
+    alpha: float = DEFAULT_ALPHA  # significance level of the failure-rate labels
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,9 @@ class Recipe:
     source: Path | None = None  # None: built from flags
     sha256: str | None = None  # of the recipe file's bytes
     workload_source_package: str | None = None
+    # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
+    # and environments, which may come from another machine (see `trust`).
+    resolved: bool = False
 
     def __post_init__(self) -> None:
         names = [cell.name for cell in self.cells]
@@ -99,3 +104,13 @@ class Recipe:
     def baseline_cell(self) -> Cell:
         """The resolved baseline cell."""
         return self.cell(self.baseline)
+
+
+def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
+    """The matrix of `cells` judged as `recipe` says: its baseline, threshold and alpha."""
+    return build_matrix(
+        cells,
+        baseline=recipe.baseline,
+        threshold=recipe.confound.threshold,
+        alpha=recipe.confound.alpha,
+    )
