@@ -138,8 +138,16 @@ def _environment_descriptor(cell: Cell) -> dict[str, Any]:
     }
 
 
-def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any]:
-    data = row.to_dict(alpha)
+def _label(row: MatrixRow, report: MatrixReport) -> str:
+    """The row's Confound label; a cell an interrupted run never reached reads `not run`."""
+    if row.name in report.cells_not_run and row.stats.trials_run == 0:
+        return _NOT_RUN
+    return row.confound
+
+
+def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[str, Any]:
+    data = row.to_dict(report.matrix.alpha)
+    data["confound"] = _label(row, report)
     paths = [_trial_path(row.name, t.trial_id) for t in row.stats.trials]
     for trial, path in zip(data["trials"], paths, strict=True):
         trial["path"] = path
@@ -192,7 +200,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "partial_scopes": list(report.partial_scopes),
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
-        "cells": [_cell_json(row, cells.get(row.name), matrix.alpha) for row in matrix.rows],
+        "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
     }
 
 
@@ -303,7 +311,7 @@ def _table_rows(report: MatrixReport) -> list[list[str]]:
                 _trials_text(row),
                 _ms_text(row.stats.mean_step_time_ms),
                 _p_text(None if row.is_baseline else row.fisher_p),
-                row.confound,
+                _label(row, report),
             ]
         )
     in_matrix = {row.name for row in report.matrix.rows}

@@ -88,6 +88,21 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
     return plans
 
 
+ERROR_FILE = "error.txt"
+_ERROR_LOG_TAIL_CHARS = 4000
+
+
+def _write_error_file(session: _Session, cell: Cell, reason: str, trace: str | None) -> None:
+    """`cells/<name>/error.txt`: every errored row of the matrix has a place to look."""
+    if not session.writer:
+        return
+    text = reason + "\n"
+    if trace:
+        text += f"\nlog tail of the first errored trial:\n{trace[-_ERROR_LOG_TAIL_CHARS:]}\n"
+    path = cell_dir(session.run_dir, cell.name) / ERROR_FILE
+    write_text_atomic(path, text, overwrite=True)  # a resume may error again
+
+
 def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     earlier = session.earlier.get(cell.name, [])
     if not plan.to_run:
@@ -96,8 +111,14 @@ def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     try:
         results = run_trials(request, session.reporter)
     except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+        _write_error_file(session, cell, str(exc), None)
         return error_cell(cell.name, str(exc), trials_requested=cell.trials)
-    return aggregate_cell(cell.name, [*earlier, *results], trials_requested=cell.trials)
+    everything = [*earlier, *results]
+    stats = aggregate_cell(cell.name, everything, trials_requested=cell.trials)
+    if stats.error is not None:  # every trial errored
+        trace = next((r.traceback for r in everything if r.errored and r.traceback), None)
+        _write_error_file(session, cell, stats.error, trace)
+    return stats
 
 
 def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> None:
