@@ -79,6 +79,21 @@ def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
     return sorted(results, key=lambda r: r.trial_id)
 
 
+IMAGE_FILE = "image.json"
+
+
+def image_digests(run_dir: Path) -> dict[str, str]:
+    """The recorded image digest of each docker environment (`environments/<env>/image.json`)."""
+    digests = {}
+    for path in sorted((run_dir / "environments").glob(f"*/{IMAGE_FILE}")):
+        data = load_file(path)
+        digest = data.get("digest") if isinstance(data, dict) else None
+        if not isinstance(digest, str):
+            raise AortaUsageError(f"{path}: digest: expected a string, got {digest!r}")
+        digests[path.parent.name] = digest
+    return digests
+
+
 def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from aorta.atomic import write_json_atomic, write_text_atomic
 from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
+from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import distributed_rank, run_trials
 from aorta.timestamps import iso_stamp
@@ -32,8 +33,10 @@ from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_repor
 from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
+    IMAGE_FILE,
     RESOLVED_NAME,
     archive_matrix,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -60,6 +63,7 @@ class _Session:
     probed: set[str]  # environments with an env.json already
     earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
     resumed_at: tuple[str, ...] = ()
+    digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
 
 
 def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]) -> RunRequest:
@@ -131,6 +135,17 @@ def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> 
         partial.append(f"environment {env_name}")
 
 
+def _record_image_digest(session: _Session, cell: Cell) -> None:
+    """After a docker environment's first cell ran (the engine pulled it): which image ran."""
+    env = cell.environment
+    if env.kind != "docker" or env.image is None or env.name in session.digests:
+        return
+    digest = image_digest(env.image)
+    session.digests[env.name] = digest
+    path = session.run_dir / "environments" / env.name / IMAGE_FILE
+    write_json_atomic(path, {"image": env.image, "digest": digest}, overwrite=True)
+
+
 def _finish_interrupted(session: _Session, cell: Cell) -> CellStats | None:
     """What the cell Ctrl-C hit finished: its trial files on disk are complete."""
     if not session.writer:
@@ -155,6 +170,8 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
                 _probe_environment(session, env_name, partial)
             session.reporter.cell_started(index)
             stats[cell.name] = _run_cell(session, cell, plan)
+            if session.writer and plan.to_run:
+                _record_image_digest(session, cell)
             session.reporter.cell_finished(index, stats[cell.name])
     except (KeyboardInterrupt, Exception) as exc:
         # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
@@ -185,6 +202,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         interrupted=stopped is not None,
         cells_not_run=not_run,
         resumed_at=session.resumed_at,
+        image_digests=dict(session.digests),
     )
     if session.writer:
         write_report(report)
@@ -282,6 +300,7 @@ def resume_run(
             probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
             earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
             resumed_at=(*previous.get("resumed_at", ()), iso_stamp(moment)),
+            digests=image_digests(run_dir),
         )
 
     if rank != 0:
