@@ -174,22 +174,24 @@ def ticket_name(where: Where, path: str, value: object) -> str:
     return ticket
 
 
-def valid_alpha(where: Where, path: str, value: object) -> float:
-    """A validated significance level (see `confound.alpha_problem`)."""
-    problem = alpha_problem(value)
+def _checked_number(
+    where: Where, path: str, value: object, problem_of: Callable[[object], str | None]
+) -> float:
+    problem = problem_of(value)
     if problem:
         where.fail(path, problem, value)
-    assert isinstance(value, (int, float))  # for mypy: alpha_problem checked it
+    assert isinstance(value, (int, float))  # for mypy: problem_of checked it
     return float(value)
+
+
+def valid_alpha(where: Where, path: str, value: object) -> float:
+    """A validated significance level (see `confound.alpha_problem`)."""
+    return _checked_number(where, path, value, alpha_problem)
 
 
 def valid_threshold(where: Where, path: str, value: object) -> float:
     """A validated confound threshold (see `confound.threshold_problem`)."""
-    problem = threshold_problem(value)
-    if problem:
-        where.fail(path, problem, value)
-    assert isinstance(value, (int, float))  # for mypy: threshold_problem checked it
-    return float(value)
+    return _checked_number(where, path, value, threshold_problem)
 
 
 @dataclass(frozen=True)
