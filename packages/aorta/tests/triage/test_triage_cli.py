@@ -170,6 +170,79 @@ def test_recipe_run_for_real_with_the_toy_workload(tmp_path: Path) -> None:
     resolved = (run_dir / "recipe.resolved.yaml").read_text()
     assert "AORTA_TOY_FIX" in resolved  # plugin_fix expanded to its env bundle
 
+    # matrix.md says "re-run it to reproduce": the resolved recipe runs as a recipe and gives
+    # the same cells, variables and outcomes (the toy workload is deterministic per seed).
+    again = tmp_path / "again"
+    rerun = ["triage", "run", "--recipe", str(run_dir / "recipe.resolved.yaml")]
+    assert main([*rerun, "--output-dir", str(again)]) == 0
+    second = json.loads((_only_run_dir(again) / "matrix.json").read_text())
+
+    def cells(matrix: dict[str, object]) -> list[tuple[object, ...]]:
+        return [
+            (c["name"], c["env"], c["passed_count"], c["failed_count"], c["effective_trials"])
+            for c in matrix["cells"]  # type: ignore[attr-defined]
+        ]
+
+    assert cells(second) == cells(data)
+    assert second["recipe"]["source"] == str(run_dir / "recipe.resolved.yaml")
+
+
+ERRORS_RECIPE = """\
+schema_version: 1
+workload: toy
+trials: 4
+steps: 3
+cells:
+  - name: baseline-local
+    mitigations: [none]
+    environment: local
+    extra_env: {AORTA_TOY_FAIL_AT: "1", AORTA_TOY_ERROR_SEEDS: "2"}
+  - name: never-trains
+    mitigations: [plugin_fix]
+    environment: local
+    extra_env: {AORTA_TOY_RAISE: "1"}
+"""
+
+
+@pytest.mark.usefixtures("plugin")
+def test_error_trials_are_counted_apart_and_fail_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "errors.yaml"
+    path.write_text(ERRORS_RECIPE)
+    out = tmp_path / "results"
+    assert main(["triage", "run", "--recipe", str(path), "--output-dir", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "aorta triage: 5 trial(s) errored (could not measure)" in err
+    run_dir = _only_run_dir(out)
+    cells = {c["name"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
+    base = cells["baseline-local"]
+    # Seeds 1 and 3 diverge, seed 2 errors: 2 failed of 3 measured, the error apart.
+    assert (base["passed_count"], base["failed_count"], base["error_count"]) == (1, 2, 1)
+    assert base["nan_rate"] == pytest.approx(2 / 3)
+    assert base["errors"] == ["trial 2: toy: setup"]
+    assert [t["outcome"] for t in base["trials"]] == ["passed", "failed", "error", "failed"]
+    never = cells["never-trains"]
+    assert never["error_count"] == 4 and never["fisher_p"] is None and never["nan_rate"] is None
+    assert never["confound"] == "error"
+    assert never["error"] == (
+        "all 4 trial(s) errored; first: trial 0: error before the first completed step: "
+        "RuntimeError: toy workload asked to raise"
+    )
+    md = (run_dir / "matrix.md").read_text()
+    rows = {
+        cols[0]: cols
+        for cols in ([c.strip() for c in line.strip("|").split("|")] for line in md.splitlines())
+    }
+    assert rows["baseline-local"][4] == "2 / 3 (+1 error)"
+    assert rows["never-trains"][4] == "0 / 0 (+4 errors)"
+    assert rows["never-trains"][-1] == "error"
+    error_txt = (run_dir / "cells" / "never-trains" / "error.txt").read_text()
+    assert error_txt.startswith("all 4 trial(s) errored; first: trial 0:")
+    assert "log tail of the first errored trial:" in error_txt
+    assert "RuntimeError: toy workload asked to raise" in error_txt
+    assert not (run_dir / ".triage.lock").exists()
+
 
 @pytest.mark.docker
 @pytest.mark.usefixtures("plugin")
@@ -188,7 +261,10 @@ def test_flag_mode_with_an_image_cell_records_error_and_runs_the_rest(tmp_path: 
     run_dir = _only_run_dir(tmp_path)
     assert run_dir.parent == tmp_path / "T-9" / "toy"
     cells = sorted(p.name for p in (run_dir / "cells").iterdir())
-    assert cells == ["none-local", "plugin_fix-local"]  # the docker cells never ran trials
+    assert len(cells) == 4  # the docker cells ran no trials but have their error.txt
+    for name in cells:
+        if "_inline_" in name:
+            assert [p.name for p in (run_dir / "cells" / name).iterdir()] == ["error.txt"]
     md = (run_dir / "matrix.md").read_text()
     assert md.count("error") >= 2
     assert "no docker engine answered" in (run_dir / "matrix.json").read_text()

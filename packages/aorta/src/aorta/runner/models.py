@@ -9,11 +9,16 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from aorta.errors import AortaUsageError
-from aorta.registry.models import Environment
+from aorta.registry.models import Environment, Mitigation
 
 TRIAL_SCHEMA_VERSION = 1
 
 Execution = Literal["in_process", "child_process"]
+# passed: the trial measured and the failure under study did not fire. failed: it fired
+# (non-finite loss / grad norm, or a workload-declared failure). error: the trial could not
+# measure it at all (crashed before its first step, import/setup error, killed, out of memory).
+Outcome = Literal["passed", "failed", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,9 @@ class RunRequest:
     steps: int = 10
     seed: int = 0
     trial_ids: tuple[int, ...] | None = None  # None: every trial 0..trials-1
+    # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
+    # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
+    pinned_mitigations: tuple[Mitigation, ...] = ()
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -54,6 +62,12 @@ class RunRequest:
                     f"got {list(self.trial_ids)}"
                 )
             object.__setattr__(self, "trial_ids", ids)
+        pinned = tuple(m.name for m in self.pinned_mitigations)
+        if pinned and pinned != self.mitigations:
+            raise AortaUsageError(
+                f"pinned_mitigations {list(pinned)} do not match mitigations "
+                f"{list(self.mitigations)}"
+            )
 
     def selected_trials(self) -> tuple[int, ...]:
         """The ids of the trials this request runs, in order."""
@@ -76,7 +90,13 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class TrialResult:
-    """The record of one trial, as written to `trial_<id>.json`."""
+    """The record of one trial, as written to `trial_<id>.json`.
+
+    `outcome` is `passed`, `failed` or `error` (see `Outcome`); `passed` stays in the record
+    for readers of the first format and is always `outcome == "passed"`. `failure` holds the
+    reason of a failed or errored trial. A record without `outcome` (written before it
+    existed) reads as `passed` or `failed` from its `passed` field.
+    """
 
     trial_id: int
     workload: str
@@ -100,6 +120,21 @@ class TrialResult:
     rank: int = 0
     world_size: int = 1
     schema_version: int = TRIAL_SCHEMA_VERSION
+    outcome: Outcome = "passed"
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}")
+        if self.passed and self.outcome != "passed":
+            raise ValueError(f"a passed trial cannot have outcome {self.outcome!r}")
+        if not self.passed and self.outcome == "passed":
+            # Not passed and no outcome given: the first format's meaning, a failure.
+            object.__setattr__(self, "outcome", "failed")
+
+    @property
+    def errored(self) -> bool:
+        """Whether the trial could not measure (outcome `error`)."""
+        return self.outcome == "error"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""

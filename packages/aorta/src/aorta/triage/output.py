@@ -17,7 +17,8 @@ reader-facing ones):
   brackets, also in percent (`50% [22-78]`, with an en dash in the output). Rates that would
   round to 0 % or 100 % without being exactly that read `<1` / `>99`, so a rare failure is
   never shown as "0%".
-- Trials is `failed / run`; when fewer trials ran than were requested it reads `1 / 6 of 8`.
+- Trials is `failed / measured` (measured = passed + failed); errored trials follow in brackets
+  (`3 / 7 (+1 error)`); when fewer trials ran than were requested it reads `1 / 6 of 8`.
 - p vs baseline is the two-sided Fisher exact p-value, three decimals, `<0.001` below that, `—`
   where there is nothing to compare (the baseline row, errored cells, errored baseline).
 - Missing numbers read `n/a` (never `—`, which in the Confound column means "trust it").
@@ -30,13 +31,14 @@ reader-facing ones):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.matrix import Matrix, MatrixRow
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
@@ -60,8 +62,6 @@ REPORT_SCHEMA_VERSION = 1
 MARKDOWN_NAME = "matrix.md"
 JSON_NAME = "matrix.json"
 
-_DIR_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"  # no ':' in directory names (Windows, scp, make)
-_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _MISSING = "n/a"
 _NO_COMPARISON = "\u2014"  # em dash, as the spec's p / confound columns use it
 _NOT_RUN = "not run"
@@ -86,15 +86,11 @@ class MatrixReport:
     interrupted: bool = False
     cells_not_run: tuple[str, ...] = ()
     resumed_at: tuple[str, ...] = ()
+    # Docker environments: the digest of the image that ran, or "unresolved".
+    image_digests: Mapping[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- layout
-
-
-def _utc(now: datetime) -> datetime:
-    # A naive datetime is taken as UTC already: converting it with astimezone() would treat it
-    # as local time and shift the directory name by the machine's UTC offset.
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
 
 def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path, str]:
@@ -111,10 +107,9 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         problem = safe_name_problem(name)
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    stamp = _utc(now)
     parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, stamp.strftime(_DIR_TIME_FORMAT))
-    return run_dir, stamp.strftime(_ISO_TIME_FORMAT)
+    run_dir = create_run_dir(parent, dir_stamp(now))
+    return run_dir, iso_stamp(now)
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:
@@ -135,18 +130,29 @@ def _recipe_cells(recipe: Recipe) -> dict[str, Cell]:
     return {cell.name: cell for cell in recipe.cells}
 
 
-def _environment_descriptor(cell: Cell) -> dict[str, Any]:
+def _environment_descriptor(cell: Cell, digests: Mapping[str, str]) -> dict[str, Any]:
     env = cell.environment
-    return {
+    descriptor: dict[str, Any] = {
         "name": env.name,
         "kind": env.kind,
         "image": env.image,
         "source_package": env.source_package,
     }
+    if env.kind == "docker":
+        descriptor["image_digest"] = digests.get(env.name, "unresolved")
+    return descriptor
 
 
-def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any]:
-    data = row.to_dict(alpha)
+def _label(row: MatrixRow, report: MatrixReport) -> str:
+    """The row's Confound label; a cell an interrupted run never reached reads `not run`."""
+    if row.name in report.cells_not_run and row.stats.trials_run == 0:
+        return _NOT_RUN
+    return row.confound
+
+
+def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[str, Any]:
+    data = row.to_dict(report.matrix.alpha)
+    data["confound"] = _label(row, report)
     paths = [_trial_path(row.name, t.trial_id) for t in row.stats.trials]
     for trial, path in zip(data["trials"], paths, strict=True):
         trial["path"] = path
@@ -154,7 +160,9 @@ def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any
     # A row without a recipe cell should not happen (the runner builds both from one recipe);
     # the configuration fields are then null rather than the whole report failing.
     data["mitigations"] = list(cell.mitigations) if cell is not None else None
-    data["environment"] = _environment_descriptor(cell) if cell is not None else None
+    data["environment"] = (
+        _environment_descriptor(cell, report.image_digests) if cell is not None else None
+    )
     data["env"] = dict(cell.env) if cell is not None else None
     data["extra_env"] = dict(cell.extra_env) if cell is not None else None
     # "trials" already holds the per-trial records, hence the "effective_" prefix.
@@ -199,7 +207,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "partial_scopes": list(report.partial_scopes),
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
-        "cells": [_cell_json(row, cells.get(row.name), matrix.alpha) for row in matrix.rows],
+        "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
     }
 
 
@@ -240,11 +248,13 @@ def _nan_rate_text(row: MatrixRow) -> str:
 
 def _trials_text(row: MatrixRow) -> str:
     stats = row.stats
-    if stats.error is not None:
+    if stats.error is not None and not stats.trials_run:
         return _MISSING
-    text = f"{stats.failed_count} / {stats.trials_run}"
+    text = f"{stats.failed_count} / {stats.measured_count}"
     if stats.trials_run < stats.trials_requested:
         text += f" of {stats.trials_requested}"
+    if stats.error_count:
+        text += f" (+{stats.error_count} error{'s' if stats.error_count > 1 else ''})"
     return text
 
 
@@ -308,7 +318,7 @@ def _table_rows(report: MatrixReport) -> list[list[str]]:
                 _trials_text(row),
                 _ms_text(row.stats.mean_step_time_ms),
                 _p_text(None if row.is_baseline else row.fisher_p),
-                row.confound,
+                _label(row, report),
             ]
         )
     in_matrix = {row.name for row in report.matrix.rows}
@@ -410,21 +420,32 @@ def _notes(report: MatrixReport) -> list[str]:
     bullets = [
         "Rows are named by the recipe; the Mitigations and Environment columns say what each "
         "cell actually ran with.",
-        f"NaN rate is failed trials over trials run; the bracket is its {confidence} Wilson "
-        "interval in percent. Trials reads `failed / run` (`of N` when fewer than N requested "
-        "trials ran).",
+        "Each trial is passed, failed (the failure under study fired: non-finite loss or grad "
+        "norm, or a workload-declared failure) or an error (it could not measure: crashed "
+        "before its first step, import or setup error, killed, out of memory). Errors are "
+        "counted apart and left out of every rate, test and timing.",
+        f"NaN rate is failed trials over measured (passed + failed) trials; the bracket is its "
+        f"{confidence} Wilson interval in percent. Trials reads `failed / measured` (`of N` "
+        "when fewer than N requested trials ran, `(+K errors)` for errored trials).",
         "p vs baseline is the two-sided Fisher exact p-value of the cell's failure count "
         f"against the baseline's; below {matrix.alpha:g} the difference is unlikely to be "
         "chance. `\u2014` means there is nothing to compare.",
-        "Confound: `(baseline)` is the reference cell. `\u2014` means the failure rate dropped "
-        f"and iteration is at most {slower} slower, so the mitigation can be trusted. "
-        f"`speed (+N%)` means steps are more than {slower} slower than the baseline's: the "
-        "failure may only be dodged by slower iteration, so check with a profiler (e.g. a "
-        "rocprofv3 kernel dispatch comparison) before believing it. `no effect` means the "
-        "failure rate did not drop and speed did not change enough to matter (its env vars "
-        "are probably not read). `error` means the whole cell failed; its row is kept. "
-        "`n/a` means there is no step-time ratio to judge by (baseline or cell errored or "
-        "recorded no step times). `not run` means an interrupted run never reached the cell.",
+        "Confound labels say only what the evidence supports. Speed compares the mean of the "
+        "trials' mean step times with the baseline's, with a "
+        f"{confidence} bootstrap interval over trials. `(baseline)`: the reference cell. "
+        f"`speed (+N%)`: the whole interval is more than {slower} slower than the baseline, so "
+        "the failure may only be dodged by slower iteration: check with a profiler (e.g. a "
+        "rocprofv3 kernel dispatch comparison) before believing it. `speed? (+N%, CI a-b)`: "
+        f"the interval straddles {matrix.threshold:g}x, so such a slowdown is possible but "
+        "not shown; run more trials. `faster (-N%)`: the whole interval is faster than the "
+        f"baseline by more than the threshold. `\u2014`: speed within {slower} and the failure "
+        f"rate dropped significantly (Fisher p < {matrix.alpha:g}): the mitigation can be "
+        "trusted. `inconclusive (p=..., ~N trials per cell needed)`: the rate dropped, but not "
+        "significantly; about N trials per cell would tell. `fails more (p=...)`: the rate "
+        "rose significantly. `no effect`: the rate did not drop and speed stayed within the "
+        "threshold (its env vars are probably not read). `error`: the whole cell failed or "
+        "all its trials errored; its row is kept. `n/a`: no step-time ratio to judge by. "
+        "`not run`: an interrupted run never reached the cell.",
         "Only the mean step time is shown; matrix.json holds std, p50, p99, the raw step "
         "times, the resolved env vars and the path of every trial JSON.",
         "recipe.resolved.yaml records the recipe as executed (registry names expanded); "

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,13 @@ import yaml
 
 from aorta.atomic import create_run_dir
 from aorta.errors import AortaUsageError
-from aorta.registry.models import Environment, Mitigation
 from aorta.runner.models import TrialResult
+from aorta.timestamps import dir_stamp
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
-from aorta.triage.recipe import Cell, ConfoundSettings, Recipe
+from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"
-_ARCHIVE_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
 
 
 def load_file(path: Path) -> Any:
@@ -40,58 +40,17 @@ def load_file(path: Path) -> Any:
         raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
 
 
-def _cell(data: Mapping[str, Any]) -> Cell:
-    env_data = {k: v for k, v in data["environment"].items() if k != "inline"}
-    mitigations = tuple(
-        Mitigation(
-            name=m["name"],
-            env=m["env"],
-            description="(from recipe.resolved.yaml)",
-            source_package=m["source_package"],
-        )
-        for m in data["mitigations"]
-    )
-    return Cell(
-        name=data["name"],
-        mitigations=tuple(m.name for m in mitigations),
-        environment=Environment(**env_data),
-        extra_env=data["extra_env"],
-        trials=data["trials"],
-        steps=data["steps"],
-        env=data["env"],
-        mitigation_entries=mitigations,
-    )
-
-
-def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = None) -> Recipe:
-    """The `Recipe` a run executed, rebuilt from its `recipe.resolved.yaml` content."""
-    confound = data["confound"]
-    source = data.get("source")
-    return Recipe(
-        schema_version=data["schema_version"],
-        ticket=data["ticket"],
-        workload=data["workload"]["name"],
-        trials=data["trials"],
-        steps=data["steps"],
-        confound=ConfoundSettings(
-            threshold=confound["threshold"] if threshold is None else threshold,
-            baseline_cell=confound["baseline_cell"],
-        ),
-        cells=tuple(_cell(cell) for cell in data["cells"]),
-        baseline=confound["baseline_cell"],
-        source=None if source is None else Path(source),
-        sha256=data.get("sha256"),
-        workload_source_package=data["workload"].get("source_package"),
-    )
-
-
-def load_run_recipe(run_dir: Path, *, threshold: float | None = None) -> Recipe:
+def load_run_recipe(
+    run_dir: Path, *, threshold: float | None = None, alpha: float | None = None
+) -> Recipe:
     """The recipe `run_dir` executed; `AortaUsageError` if `run_dir` is not a triage run."""
     resolved = run_dir / RESOLVED_NAME
     if not resolved.is_file():
         raise AortaUsageError(f"{run_dir}: not a triage run directory (no {RESOLVED_NAME})")
     try:
-        return recipe_from_resolved(load_file(resolved), threshold=threshold)
+        return recipe_from_resolved(
+            load_file(resolved), label=str(resolved), threshold=threshold, alpha=alpha
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AortaUsageError(f"{resolved}: not a {RESOLVED_NAME} aorta wrote: {exc}") from None
 
@@ -120,6 +79,21 @@ def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
     return sorted(results, key=lambda r: r.trial_id)
 
 
+IMAGE_FILE = "image.json"
+
+
+def image_digests(run_dir: Path) -> dict[str, str]:
+    """The recorded image digest of each docker environment (`environments/<env>/image.json`)."""
+    digests = {}
+    for path in sorted((run_dir / "environments").glob(f"*/{IMAGE_FILE}")):
+        data = load_file(path)
+        digest = data.get("digest") if isinstance(data, dict) else None
+        if not isinstance(digest, str):
+            raise AortaUsageError(f"{path}: digest: expected a string, got {digest!r}")
+        digests[path.parent.name] = digest
+    return digests
+
+
 def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []
@@ -138,7 +112,7 @@ def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
     existing = [run_dir / name for name in names if (run_dir / name).exists()]
     if not existing:
         return None
-    archive = create_run_dir(run_dir / "previous", moment.strftime(_ARCHIVE_TIME_FORMAT))
+    archive = create_run_dir(run_dir / "previous", dir_stamp(moment))
     for path in existing:
         path.rename(archive / path.name)
     return archive
@@ -149,16 +123,32 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` for one triage process; a second one gets a one-line `AortaUsageError`.
 
     Two processes filling the same run directory (a resume started while the run is still
-    going) would race for the same trial files and archive each other's matrix.
+    going) would race for the same trial files and archive each other's matrix. The lock file
+    is removed when the holder is done, so a finished run directory holds results only.
     """
-    with (run_dir / LOCK_NAME).open("a") as handle:
+    path = run_dir / LOCK_NAME
+    busy = AortaUsageError(
+        f"{run_dir}: another aorta triage process is working in this run directory"
+    )
+    with path.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AortaUsageError(
-                f"{run_dir}: another aorta triage process is working in this run directory"
-            ) from None
+            raise busy from None
+        # The file may have been removed (and re-created) by a holder that finished between our
+        # open and our flock: then our lock guards nothing, and someone else may hold the new
+        # file. Refuse rather than work without the lock.
+        try:
+            same = os.fstat(handle.fileno()).st_ino == path.stat().st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            raise busy
         try:
             yield
         finally:
+            # Unlink while still holding the lock: nobody can acquire this inode meanwhile.
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,15 +24,19 @@ from aorta.atomic import write_json_atomic, write_text_atomic
 from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
+from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import distributed_rank, run_trials
-from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
+from aorta.timestamps import iso_stamp
+from aorta.triage.matrix import CellStats, aggregate_cell, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
-from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
+from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
+    IMAGE_FILE,
     RESOLVED_NAME,
     archive_matrix,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -44,7 +48,6 @@ from aorta.triage.rundir import (
 Probe = Callable[..., EnvSnapshot]
 
 NOT_RUN = "not run: the run was interrupted before this cell"
-_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass
@@ -60,6 +63,7 @@ class _Session:
     probed: set[str]  # environments with an env.json already
     earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
     resumed_at: tuple[str, ...] = ()
+    digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
 
 
 def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]) -> RunRequest:
@@ -74,6 +78,8 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]
         # A fresh cell asks for every trial (the request reads as the spec's); a resumed one
         # for the ids that are missing.
         trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
+        # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
+        pinned_mitigations=cell.mitigation_entries,
     )
 
 
@@ -86,6 +92,21 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
     return plans
 
 
+ERROR_FILE = "error.txt"
+_ERROR_LOG_TAIL_CHARS = 4000
+
+
+def _write_error_file(session: _Session, cell: Cell, reason: str, trace: str | None) -> None:
+    """`cells/<name>/error.txt`: every errored row of the matrix has a place to look."""
+    if not session.writer:
+        return
+    text = reason + "\n"
+    if trace:
+        text += f"\nlog tail of the first errored trial:\n{trace[-_ERROR_LOG_TAIL_CHARS:]}\n"
+    path = cell_dir(session.run_dir, cell.name) / ERROR_FILE
+    write_text_atomic(path, text, overwrite=True)  # a resume may error again
+
+
 def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     earlier = session.earlier.get(cell.name, [])
     if not plan.to_run:
@@ -94,8 +115,14 @@ def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     try:
         results = run_trials(request, session.reporter)
     except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+        _write_error_file(session, cell, str(exc), None)
         return error_cell(cell.name, str(exc), trials_requested=cell.trials)
-    return aggregate_cell(cell.name, [*earlier, *results], trials_requested=cell.trials)
+    everything = [*earlier, *results]
+    stats = aggregate_cell(cell.name, everything, trials_requested=cell.trials)
+    if stats.error is not None:  # every trial errored
+        trace = next((r.traceback for r in everything if r.errored and r.traceback), None)
+        _write_error_file(session, cell, stats.error, trace)
+    return stats
 
 
 def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> None:
@@ -106,6 +133,17 @@ def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> 
     session.probed.add(env_name)
     if snapshot.partial:
         partial.append(f"environment {env_name}")
+
+
+def _record_image_digest(session: _Session, cell: Cell) -> None:
+    """After a docker environment's first cell ran (the engine pulled it): which image ran."""
+    env = cell.environment
+    if env.kind != "docker" or env.image is None or env.name in session.digests:
+        return
+    digest = image_digest(env.image)
+    session.digests[env.name] = digest
+    path = session.run_dir / "environments" / env.name / IMAGE_FILE
+    write_json_atomic(path, {"image": env.image, "digest": digest}, overwrite=True)
 
 
 def _finish_interrupted(session: _Session, cell: Cell) -> CellStats | None:
@@ -132,6 +170,8 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
                 _probe_environment(session, env_name, partial)
             session.reporter.cell_started(index)
             stats[cell.name] = _run_cell(session, cell, plan)
+            if session.writer and plan.to_run:
+                _record_image_digest(session, cell)
             session.reporter.cell_finished(index, stats[cell.name])
     except (KeyboardInterrupt, Exception) as exc:
         # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
@@ -152,7 +192,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
                 else error_cell(cell.name, NOT_RUN, trials_requested=cell.trials)
             )
     ordered = [stats[c.name] for c in recipe.cells]
-    matrix = build_matrix(ordered, baseline=recipe.baseline, threshold=recipe.confound.threshold)
+    matrix = build_recipe_matrix(recipe, ordered)
     report = MatrixReport(
         recipe=recipe,
         matrix=matrix,
@@ -162,6 +202,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         interrupted=stopped is not None,
         cells_not_run=not_run,
         resumed_at=session.resumed_at,
+        image_digests=dict(session.digests),
     )
     if session.writer:
         write_report(report)
@@ -197,7 +238,7 @@ def run_recipe(
         write_text_atomic(run_dir / RESOLVED_NAME, dump_resolved_yaml(recipe))
     else:
         run_dir = output_root / f"_rank{rank}_writes_nothing"
-        stamp = moment.strftime(_ISO_TIME_FORMAT)
+        stamp = iso_stamp(moment)
     session = _Session(
         recipe=recipe,
         run_dir=run_dir,
@@ -225,6 +266,7 @@ def resume_run(
     reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
+    trust_environments: bool = False,
 ) -> MatrixReport:
     """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
 
@@ -235,8 +277,13 @@ def resume_run(
     `env.json` files are kept (an environment never probed is probed before its first cell).
     Raises `AortaUsageError` when `run_dir` is not a triage run directory or another aorta
     process works in it, `TriageInterrupted` on Ctrl-C (after writing the partial matrix).
+    Everything read back is validated like a recipe; a run directory whose recipe would execute
+    something this machine's registry does not vouch for (a venv interpreter, a docker image,
+    changed mitigation variables, `LD_PRELOAD`-like variables) raises `UntrustedRecipeError`
+    unless `trust_environments` is set.
     """
     recipe = load_run_recipe(run_dir)
+    check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust_environments)
     rank, _ = distributed_rank()
     moment = now or datetime.now(UTC)
 
@@ -246,13 +293,14 @@ def resume_run(
         return _Session(
             recipe=recipe,
             run_dir=run_dir,
-            run_timestamp=previous.get("run_timestamp") or moment.strftime(_ISO_TIME_FORMAT),
+            run_timestamp=previous.get("run_timestamp") or iso_stamp(moment),
             writer=rank == 0,
             reporter=reporter or NullMatrixReporter(),
             probe=probe,
             probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
             earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
-            resumed_at=(*previous.get("resumed_at", ()), moment.strftime(_ISO_TIME_FORMAT)),
+            resumed_at=(*previous.get("resumed_at", ()), iso_stamp(moment)),
+            digests=image_digests(run_dir),
         )
 
     if rank != 0:

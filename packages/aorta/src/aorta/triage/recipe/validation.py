@@ -1,0 +1,521 @@
+"""Validation and name resolution of recipe data, shared by file loading and flag mode.
+
+Every check raises a one-line error `<file>: <key path>: expected ..., got ...` through a
+`Where` (a recipe file, or flags with the flag name as the key path). Both `loading` and
+`flags` resolve names through the helpers here, so the two modes cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from aorta.errors import (
+    AortaUsageError,
+    UnknownEnvironmentError,
+    UnknownMitigationError,
+    UnknownNameError,
+    UnknownWorkloadError,
+)
+from aorta.registry.loader import load_environments, load_mitigations, load_workloads
+from aorta.registry.models import Environment, Mitigation, Workload, check_env_var_name
+from aorta.runner.environ import MitigationConflictError, merge_env
+from aorta.triage.confound import (
+    DEFAULT_ALPHA,
+    DEFAULT_CONFOUND_THRESHOLD,
+    alpha_problem,
+    threshold_problem,
+)
+from aorta.triage.errors import RecipeCellError, RecipeProblemsError, RecipeSchemaError
+from aorta.triage.names import (
+    NO_TICKET,
+    image_ref_problem,
+    inline_environment_name,
+    safe_name_problem,
+)
+from aorta.triage.recipe.model import (
+    INLINE_SOURCE_PACKAGE,
+    SUPPORTED_SCHEMA_VERSIONS,
+    Cell,
+    ConfoundSettings,
+    Recipe,
+)
+
+_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+_CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
+_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
+_INLINE_ENV_KEYS = ("docker",)
+_MAX_REPR = 80
+T = TypeVar("T")
+
+
+def _short(value: object) -> str:
+    # repr() escapes newlines and control characters, which keeps every message on one line.
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, (dict, list, bool)) or value is None:
+        kind = {dict: "a mapping", list: "a list", bool: "a boolean"}.get(type(value), "null")
+        return f"{kind} {_short(value)}" if value is not None else "null"
+    return _short(value)
+
+
+class Problems:
+    """Collects the one-line errors of independent checks, so a recipe reports all at once."""
+
+    def __init__(self) -> None:
+        self.found: list[AortaUsageError] = []
+
+    def attempt(self, check: Callable[[], T]) -> T | None:
+        """`check()`, or None after recording the usage error it raised."""
+        try:
+            return check()
+        except AortaUsageError as exc:
+            self.found.append(exc)
+            return None
+
+    def raise_if_any(self) -> None:
+        """Raise the one problem found as it is, several as one `RecipeProblemsError`."""
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            raise RecipeProblemsError(self.found)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where values come from: a recipe file (prefix) or flags (no prefix)."""
+
+    label: str | None
+
+    def at(self, path: str) -> str:
+        return f"{self.label}: {path}" if self.label else path
+
+    def fail(
+        self, path: str, expected: str, value: object = ..., *, cell: bool = False
+    ) -> NoReturn:
+        got = "" if value is ... else f", got {_describe(value)}"
+        error = RecipeCellError if cell else RecipeSchemaError
+        raise error(f"{self.at(path)}: {expected}{got}")
+
+    def unknown(
+        self, error: type[UnknownNameError], path: str, name: str, known: Sequence[str]
+    ) -> NoReturn:
+        # Keep the registry's error type (callers catch UnknownMitigationError etc.) but put
+        # the file and key path in front of its one-line message.
+        exc = error(name, known)
+        exc.args = (f"{self.at(path)}: {exc}",)
+        raise exc
+
+
+def join_path(path: str, key: str | int) -> str:
+    """`path` extended by a mapping key (`a.b`) or a list index (`a[1]`)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def check_keys(
+    where: Where, path: str, data: Mapping[Any, Any], allowed: Sequence[str], what: str
+) -> None:
+    """Refuse any key of `data` outside `allowed`."""
+    for key in data:
+        if key not in allowed:
+            where.fail(
+                join_path(path, str(key)) if path else str(key),
+                f"unknown key {_short(key)} in {what} (allowed: {', '.join(allowed)})",
+            )
+
+
+def require(where: Where, path: str, data: Mapping[Any, Any], key: str) -> object:
+    """`data[key]`, or a "required key is missing" error."""
+    if key not in data:
+        where.fail(join_path(path, key), "required key is missing")
+    return data[key]
+
+
+def positive_int(where: Where, path: str, value: object) -> int:
+    """`value` as a positive int; booleans are refused."""
+    # bool is an int subclass in Python; `trials: yes` must not become 1 trial.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        where.fail(path, "expected a positive integer", value)
+    return value
+
+
+def string(where: Where, path: str, value: object) -> str:
+    """`value` if it is a string (YAML scalars such as dates are refused, not converted)."""
+    if not isinstance(value, str):
+        where.fail(path, "expected a string (quote it in YAML)", value)
+    return value
+
+
+def safe_name(where: Where, path: str, value: object) -> str:
+    """`value` if it can be a directory name (`names.safe_name_problem`)."""
+    name = string(where, path, value)
+    problem = safe_name_problem(name)
+    if problem:
+        where.fail(path, problem, name)
+    return name
+
+
+def ticket_name(where: Where, path: str, value: object) -> str:
+    """`value` if it can be a ticket (a safe name other than the no-ticket folder)."""
+    ticket = safe_name(where, path, value)
+    if ticket == NO_TICKET:
+        # The folder of ticket-less runs: a ticket of that name would mix with them.
+        where.fail(
+            path, f"expected a ticket other than {NO_TICKET!r} (omit the key instead)", value
+        )
+    return ticket
+
+
+def _checked_number(
+    where: Where, path: str, value: object, problem_of: Callable[[object], str | None]
+) -> float:
+    problem = problem_of(value)
+    if problem:
+        where.fail(path, problem, value)
+    assert isinstance(value, (int, float))  # for mypy: problem_of checked it
+    return float(value)
+
+
+def valid_alpha(where: Where, path: str, value: object) -> float:
+    """A validated significance level (see `confound.alpha_problem`)."""
+    return _checked_number(where, path, value, alpha_problem)
+
+
+def valid_threshold(where: Where, path: str, value: object) -> float:
+    """A validated confound threshold (see `confound.threshold_problem`)."""
+    return _checked_number(where, path, value, threshold_problem)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """One snapshot of the registry per recipe: entry points are read once, not per cell."""
+
+    mitigations: Mapping[str, Mitigation]
+    environments: Mapping[str, Environment]
+    workloads: Mapping[str, Workload]
+
+    @classmethod
+    def load(cls) -> Registry:
+        return cls(load_mitigations(), load_environments(), load_workloads())
+
+
+def resolve_workload(where: Where, path: str, value: object, reg: Registry) -> Workload:
+    """The registered workload named `value`."""
+    name = string(where, path, value)
+    if name not in reg.workloads:
+        where.unknown(UnknownWorkloadError, path, name, list(reg.workloads))
+    safe_name(where, path, name)
+    return reg.workloads[name]
+
+
+def resolve_mitigation(where: Where, path: str, value: object, reg: Registry) -> Mitigation:
+    """The registered mitigation named `value`."""
+    name = string(where, path, value)
+    if name not in reg.mitigations:
+        where.unknown(UnknownMitigationError, path, name, list(reg.mitigations))
+    return reg.mitigations[name]
+
+
+def inline_environment(where: Where, path: str, ref: object) -> Environment:
+    """The inline docker environment of image `ref`, auto-named `_inline_<hash>`."""
+    image = string(where, path, ref)
+    problem = image_ref_problem(image)
+    if problem:
+        where.fail(path, problem, image)
+    return Environment(
+        name=inline_environment_name(image),
+        kind="docker",
+        image=image,
+        description=f"inline docker environment for {image}",
+        source_package=INLINE_SOURCE_PACKAGE,
+    )
+
+
+def resolve_environment(where: Where, path: str, value: object, reg: Registry) -> Environment:
+    """A registered environment name, or an inline `{docker: <ref>}` mapping."""
+    if isinstance(value, Mapping):
+        check_keys(where, path, value, _INLINE_ENV_KEYS, "an inline environment")
+        return inline_environment(
+            where, join_path(path, "docker"), require(where, path, value, "docker")
+        )
+    if not isinstance(value, str):
+        where.fail(path, "expected an environment name or a mapping {docker: <image-ref>}", value)
+    if value not in reg.environments:
+        where.unknown(UnknownEnvironmentError, path, value, list(reg.environments))
+    return reg.environments[value]
+
+
+def extra_env_mapping(where: Where, path: str, value: object) -> dict[str, str]:
+    """A cell's `extra_env`: valid variable names, string values without NUL."""
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {VARIABLE: 'value'}", value)
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        key_path = join_path(path, str(key))
+        if not isinstance(key, str):
+            where.fail(key_path, "expected a variable name string", key)
+        try:
+            check_env_var_name(key)
+        except ValueError:
+            where.fail(key_path, "expected a variable name matching [A-Za-z_][A-Za-z0-9_]*", key)
+        if not isinstance(item, str):
+            where.fail(key_path, "expected a string value (quote it in YAML)", item)
+        if "\x00" in item:
+            where.fail(key_path, "expected a value without NUL characters", item)
+        result[key] = item
+    return result
+
+
+def build_cell(
+    where: Where,
+    *,
+    name: str,
+    mitigations: Sequence[Mitigation],
+    mitigations_path: str,
+    environment: Environment,
+    extra_env: Mapping[str, str],
+    trials: int,
+    steps: int,
+) -> Cell:
+    """A `Cell` with the mitigations' env bundles merged (a key collision is a cell error)."""
+    try:
+        env = merge_env(mitigations, extra_env)
+    except MitigationConflictError as exc:
+        where.fail(mitigations_path, f"conflicting mitigations: {exc}", cell=True)
+    return Cell(
+        name=name,
+        mitigations=tuple(m.name for m in mitigations),
+        environment=environment,
+        extra_env=extra_env,
+        trials=trials,
+        steps=steps,
+        env=env,
+        mitigation_entries=tuple(mitigations),
+    )
+
+
+def _cell_from_data(
+    where: Where,
+    problems: Problems,
+    index: int,
+    data: object,
+    reg: Registry,
+    trials: int,
+    steps: int,
+) -> Cell | None:
+    """The cell at `cells[index]`, or None after recording each of its problems."""
+    path = f"cells[{index}]"
+    if not isinstance(data, Mapping):
+        problems.attempt(
+            lambda: where.fail(
+                path, "expected a mapping with keys name, mitigations, environment", data
+            )
+        )
+        return None
+    before = len(problems.found)
+    problems.attempt(lambda: check_keys(where, path, data, _CELL_KEYS, "a cell"))
+    name = problems.attempt(
+        lambda: safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
+    )
+    mit_path = join_path(path, "mitigations")
+    raw = problems.attempt(lambda: _mitigation_list(where, mit_path, data))
+    mitigations: list[Mitigation] = []
+    for i, item in enumerate(raw or ()):
+        item_path = f"{mit_path}[{i}]"
+        mitigation = problems.attempt(partial(resolve_mitigation, where, item_path, item, reg))
+        if mitigation is None:
+            continue
+        if any(m.name == mitigation.name for m in mitigations):
+            problems.attempt(
+                partial(where.fail, item_path, "expected each mitigation once per cell", item)
+            )
+            continue
+        mitigations.append(mitigation)
+    environment = problems.attempt(
+        lambda: resolve_environment(
+            where, join_path(path, "environment"), require(where, path, data, "environment"), reg
+        )
+    )
+    extra = problems.attempt(
+        lambda: extra_env_mapping(where, join_path(path, "extra_env"), data.get("extra_env", {}))
+    )
+    if "trials" in data:
+        trials = (
+            problems.attempt(lambda: positive_int(where, join_path(path, "trials"), data["trials"]))
+            or trials
+        )
+    if "steps" in data:
+        steps = (
+            problems.attempt(lambda: positive_int(where, join_path(path, "steps"), data["steps"]))
+            or steps
+        )
+    if len(problems.found) > before or name is None or environment is None or extra is None:
+        return None
+    return problems.attempt(
+        lambda: build_cell(
+            where,
+            name=name,
+            mitigations=mitigations,
+            mitigations_path=mit_path,
+            environment=environment,
+            extra_env=extra,
+            trials=trials,
+            steps=steps,
+        )
+    )
+
+
+def _mitigation_list(where: Where, path: str, data: Mapping[Any, Any]) -> list[object]:
+    raw = require(where, path.rsplit(".", 1)[0], data, "mitigations")
+    if not isinstance(raw, list) or not raw:
+        where.fail(path, "expected a non-empty list of mitigation names (use [none])", raw)
+    return raw
+
+
+def _default_baseline(cells: Sequence[Cell]) -> str | None:
+    """Recipe-mode default: first `baseline-*` cell, else first `[none]` cell, else the only
+    cell; None when none of these applies (the caller reports it)."""
+    for cell in cells:
+        if cell.name.startswith("baseline-"):
+            return cell.name
+    for cell in cells:
+        if cell.mitigations == ("none",):
+            return cell.name
+    return cells[0].name if len(cells) == 1 else None
+
+
+def check_baseline(where: Where, path: str, value: object, cells: Sequence[Cell]) -> str:
+    """`value` if it names one of `cells`."""
+    name = string(where, path, value)
+    names = [cell.name for cell in cells]
+    if name not in names:
+        where.fail(path, f"expected the name of a cell ({', '.join(names)})", name)
+    return name
+
+
+def schema_version(where: Where, value: object) -> int:
+    """`value` if it is a supported `schema_version`."""
+    supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+    if isinstance(value, bool) or not isinstance(value, int):
+        where.fail("schema_version", f"expected an integer (supported: {supported})", value)
+    if value not in SUPPORTED_SCHEMA_VERSIONS:
+        where.fail("schema_version", f"unsupported version (supported: {supported})", value)
+    return value
+
+
+def check_unique(where: Where, path: str, names: Sequence[str]) -> None:
+    """Refuse a value given twice on one axis."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            where.fail(f"{path}[{i}]", "expected each value once (duplicate)", name)
+        seen.add(name)
+
+
+def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, float]:
+    """The `confound` mapping (empty when absent), its validated threshold and alpha."""
+    if value is None:
+        return {}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA
+    if not isinstance(value, Mapping):
+        where.fail("confound", f"expected a mapping with keys {', '.join(_CONFOUND_KEYS)}", value)
+    check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
+    threshold = DEFAULT_CONFOUND_THRESHOLD
+    if value.get("threshold") is not None:
+        threshold = valid_threshold(where, "confound.threshold", value["threshold"])
+    alpha = DEFAULT_ALPHA
+    if value.get("alpha") is not None:
+        alpha = valid_alpha(where, "confound.alpha", value["alpha"])
+    return value, threshold, alpha
+
+
+def _cell_list(where: Where, data: Mapping[Any, Any]) -> list[object]:
+    raw = require(where, "", data, "cells")
+    if not isinstance(raw, list) or not raw:
+        where.fail("cells", "expected a non-empty list of cells", raw)
+    return raw
+
+
+def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -> Recipe:
+    """Validate and resolve a parsed recipe mapping into a `Recipe`.
+
+    Independent problems are all reported at once (`RecipeProblemsError`, one line each); a single
+    problem raises its own error type (e.g. `UnknownMitigationError`).
+    """
+    if not isinstance(data, Mapping):
+        where.fail("(top level)", "expected a mapping of recipe keys", data)
+    # Fatal on its own: against another schema version every other finding could be wrong.
+    version = schema_version(where, require(where, "", data, "schema_version"))
+    problems = Problems()
+    problems.attempt(lambda: check_keys(where, "", data, _TOP_KEYS, "the recipe"))
+    reg = Registry.load()
+    ticket = None
+    if data.get("ticket") is not None:
+        ticket = problems.attempt(lambda: ticket_name(where, "ticket", data["ticket"]))
+    workload = problems.attempt(
+        lambda: resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
+    )
+    trials = problems.attempt(
+        lambda: positive_int(where, "trials", require(where, "", data, "trials"))
+    )
+    steps = problems.attempt(
+        lambda: positive_int(where, "steps", require(where, "", data, "steps"))
+    )
+    confound = problems.attempt(lambda: _confound(where, data.get("confound")))
+    confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
+
+    cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
+    cells: list[Cell] = []
+    for index, item in enumerate(cells_raw):
+        # A bad top-level count still lets each cell be checked (with a stand-in of 1).
+        cell = _cell_from_data(where, problems, index, item, reg, trials or 1, steps or 1)
+        if cell is None:
+            continue
+        if any(c.name == cell.name for c in cells):
+            name_path = f"cells[{index}].name"
+            problems.attempt(
+                partial(where.fail, name_path, "expected a unique cell name", cell.name)
+            )
+            continue
+        cells.append(cell)
+
+    explicit = confound_raw.get("baseline_cell")
+    baseline: str | None = None
+    if len(cells) == len(cells_raw) and cells:  # judged only against a complete cell list
+        if explicit is not None:
+            baseline = problems.attempt(
+                lambda: check_baseline(where, "confound.baseline_cell", explicit, cells)
+            )
+        else:
+            baseline = _default_baseline(cells)
+            if baseline is None:
+                problems.attempt(
+                    lambda: where.fail(
+                        "confound.baseline_cell",
+                        "required: no cell is named 'baseline-*' or has mitigations [none]",
+                    )
+                )
+    problems.raise_if_any()
+    # No problem recorded: every value above was produced.
+    assert workload is not None and baseline is not None
+    assert trials is not None and steps is not None
+    return Recipe(
+        schema_version=version,
+        ticket=ticket,
+        workload=workload.name,
+        trials=trials,
+        steps=steps,
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit, alpha=alpha),
+        cells=tuple(cells),
+        baseline=baseline,
+        source=source,
+        sha256=sha256,
+        workload_source_package=workload.source_package,
+    )
