@@ -49,11 +49,11 @@ def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str])
         return SessionStore(state_dir)
     if config is not None:
         from oellm_autoexp.config.loader import dump_config, load_config
-        from oellm_autoexp.monitor.session_builder import state_dir_for
+        from oellm_autoexp.monitor.session_builder import store_for
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        return SessionStore(state_dir_for(dump_config(root), output_root(root)))
+        return store_for(dump_config(root), output_root(root))
     return SessionStore(Path.cwd() / "monitoring_state")
 
 
@@ -247,16 +247,22 @@ def status_command(
         return EXIT_OK
     from oellm_autoexp import api
 
-    _print_status(api.status(store, session_ids=ids))
+    # A corrupt session file is reported once (stderr) and the healthy ones are shown.
+    sessions = (
+        [store.load(sid) for sid in ids]
+        if session_id
+        else store.load_readable(ids, lambda exc: click.echo(f"skipping: {exc}", err=True))
+    )
+    _print_status(api.status(store, session_ids=[s.session_id for s in sessions]))
     # Where each session's plan came from (oellm_autoexp.provenance).
     from oellm_autoexp.provenance import provenance_path
 
-    for sid in ids:
-        record = provenance_path(store.load(sid).plan)
+    for session in sessions:
+        record = provenance_path(session.plan)
         if record is not None:
-            click.echo(f"session {sid}: provenance {record}")
+            click.echo(f"session {session.session_id}: provenance {record}")
     if job_name is not None:
-        _print_job_details([store.load(sid) for sid in ids], job_name)
+        _print_job_details(sessions, job_name)
     return EXIT_OK
 
 

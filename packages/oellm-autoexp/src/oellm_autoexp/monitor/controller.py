@@ -99,6 +99,13 @@ def array_spec(indices: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def _submit_cmd(session: Session) -> str:
+    """The session's `slurm.submit_cmd` (what the dry run showed), default ``sbatch``."""
+    slurm = session.config.get("slurm")
+    command = slurm.get("submit_cmd") if isinstance(slurm, dict) else None
+    return str(command) if command else "sbatch"
+
+
 @dataclass
 class _Runtime:
     session: Session
@@ -293,7 +300,7 @@ class MonitorController:
             for index, (rt, jobs, token) in enumerate(batches):
                 rt.dirty = True
                 try:
-                    submitted += self._submit_group(jobs, token, now)
+                    submitted += self._submit_group(jobs, token, now, _submit_cmd(rt.session))
                 except (SubmissionError, SlurmNotInstalledError) as exc:
                     # sbatch refused (or is missing): certain that this batch is not queued.
                     for job in jobs:
@@ -339,7 +346,7 @@ class MonitorController:
             job.outcome = Outcome("crash", "submit_failed", f"resubmission rejected: {exc}")
         return initial
 
-    def _submit_group(self, jobs: list[JobRecord], token: str, now: float) -> int:
+    def _submit_group(self, jobs: list[JobRecord], token: str, now: float, submit_cmd: str) -> int:
         first = jobs[0]
         extra: list[str] = []
         if first.time_limit:
@@ -356,6 +363,7 @@ class MonitorController:
             array=array,
             comment=token,
             extra_args=tuple(extra),
+            submit_cmd=submit_cmd,
         )
         base = self.client.submit(request)
         for job in jobs:
