@@ -14,6 +14,7 @@ RE2 (`google-re2`), a linear-time engine: a catastrophic-backtracking pattern su
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,12 +214,18 @@ def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> 
     if size == offset:
         return "", offset
     # os.open + pread: no buffered file object per job and poll (a third of the read cost).
+    # Non-blocking, and only a regular file is read: a log path that is (or became) a
+    # directory, FIFO or device reads as "nothing new" instead of crashing or hanging a poll.
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return "", offset
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "", offset
         data = os.pread(fd, min(size - offset, MAX_READ_BYTES), offset)
+    except OSError:
+        return "", offset
     finally:
         os.close(fd)
     end = data.rfind(b"\n")
