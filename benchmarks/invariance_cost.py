@@ -7,7 +7,11 @@ as the best of several runs (`COMPILES`, `FINGERPRINTS`), the least noisy estima
 machine; the median fingerprint time is printed too. One warm-up compile runs first so that
 Triton's one-time start-up is not counted (that makes compiles look faster: conservative).
 
-Budget: median ratio fingerprint/compile <= 5 %. Prints every ratio and the median; exit 1 when
+The fingerprint is timed as the hooks pay for it: `compute_invariance(text).fingerprint`, i.e.
+parsing, canonicalising and hashing (the data-flow DAG hash included; the hashes are computed
+lazily, so timing `compute_invariance` alone would leave them out).
+
+Budget: median ratio fingerprint/compile <= 2 %. Prints every ratio and the median; exit 1 when
 over budget.
 """
 
@@ -28,7 +32,7 @@ from kernels import KERNELS  # noqa: E402
 
 from triton_invariance.fingerprint import compute_invariance  # noqa: E402
 
-BUDGET = 0.05
+BUDGET = 0.02
 COMPILES = 2
 FINGERPRINTS = 9
 
@@ -46,11 +50,12 @@ def _compile_seconds(kernel: str, target: str, cache_root: Path) -> tuple[float,
 
 
 def _fingerprint_seconds(text: str) -> tuple[float, float]:
-    """Best and median wall time of `compute_invariance(text)` over `FINGERPRINTS` runs."""
+    """Best and median wall time of `compute_invariance(text).fingerprint` over `FINGERPRINTS`
+    runs."""
     times = []
     for _ in range(FINGERPRINTS):
         start = time.perf_counter()
-        compute_invariance(text)
+        compute_invariance(text).fingerprint  # noqa: B018 (the hashing is the point)
         times.append(time.perf_counter() - start)
     return min(times), statistics.median(times)
 

@@ -193,3 +193,21 @@ def test_on_winner_selected_errors(tmp_path: Path) -> None:
         on_winner_selected(
             "kernel", "0123456789abcdef", "cfg", mode="compare", base=tmp_path, cache=cache
         )
+
+
+def test_compare_against_a_baseline_without_compile_options_matches_with_a_note(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    sig = "0123456789abcdef"
+    cache = InvarianceCache()
+    cache.put("kernel", sig, "cfg", sample_inv(kernel="kernel"))
+    on_winner_selected("kernel", sig, "cfg", mode="commit", base=tmp_path, cache=cache)
+    now = replace(sample_inv(kernel="kernel"), compile_options=(("enable_fp_fusion", "true"),))
+    cache.put("kernel", sig, "cfg", now)
+    outcome = on_winner_selected("kernel", sig, "cfg", mode="compare", base=tmp_path, cache=cache)
+    assert outcome is not None and outcome.outcome == "match"
+    assert len(outcome.notes) == 1 and "re-commit to record them" in outcome.notes[0]
+    assert outcome.describe().endswith(f"({outcome.notes[0]})")
+    assert "\n" not in outcome.describe()

@@ -141,3 +141,55 @@ def test_console_script_exit_code(dirs: tuple[Path, Path]) -> None:
         check=False,
     )
     assert done.returncode == 1 and "MISMATCH" in done.stdout
+
+
+def test_list_shows_every_valid_file_and_reports_the_corrupt_ones(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines, current = dirs
+    (baselines / "aaa_kernel_0000000000000000.json").write_text("{not json")
+    (baselines / f"zzz_{SIG}.json").write_text(
+        (current / f"add_kernel_{SIG}.json").read_text()
+    )  # valid JSON, but sorted after the corrupt file
+    code, out, err = _cli(["list", "--dir", str(baselines)], capsys)
+    assert code == 2
+    assert out.count(f"add_kernel_{SIG}") == 2  # both valid files listed
+    assert "aaa_kernel_0000000000000000.json: not valid JSON" in err
+    assert "1 of 3 baseline files" in err
+
+
+def test_check_reports_a_committed_baseline_with_no_current_counterpart(
+    dirs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    baselines, current = dirs
+    same = baselines / f"add_kernel_{SIG}.json"
+    (current / same.name).write_text(same.read_text())
+    gone = baselines / "old_kernel_fedcba9876543210.json"
+    gone.write_text(same.read_text())
+    code, out, _ = _cli(["check", str(current), "--dir", str(baselines)], capsys)
+    assert code == 0
+    assert f"warning: old_kernel_fedcba9876543210: committed baseline {gone}" in out
+    assert "check passed: 1/1" in out and "1 committed baseline(s) not seen" in out
+    code, out, _ = _cli(["check", str(current), "--dir", str(baselines), "--strict"], capsys)
+    assert code == 1
+    assert "GONE    old_kernel_fedcba9876543210" in out and "check FAILED: 1/1" in out
+
+
+def test_show_lists_the_compile_options(
+    tmp_path: Path, ttgir: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    inv = compute_invariance(ttgir("add", "cuda:80"), "add_kernel")
+    with_options = replace(
+        inv,
+        compile_options=(("enable_fp_fusion", "false"),),
+        compile_env=(("TRITON_FORCE_DISABLE_FP_FUSION", "1"),),
+    )
+    commit_invariance("add_kernel", SIG, with_options, config_hash="c", base=tmp_path / "a")
+    commit_invariance("add_kernel", SIG, inv, config_hash="c", base=tmp_path / "b")
+    code, out, _ = _cli(["show", "add_kernel", "--dir", str(tmp_path / "a")], capsys)
+    assert code == 0 and "compile_options_hash" in out
+    assert "option.enable_fp_fusion" in out and "env.TRITON_FORCE_DISABLE_FP_FUSION" in out
+    code, out, _ = _cli(["show", "add_kernel", "--dir", str(tmp_path / "b")], capsys)
+    assert code == 0 and "compile options   not recorded" in out

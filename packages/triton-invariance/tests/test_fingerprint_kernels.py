@@ -279,17 +279,24 @@ def test_whitespace_does_not_matter(ttgir: TTGIR) -> None:
 
 
 def test_ssa_names_do_not_matter_but_data_flow_does(ttgir: TTGIR) -> None:
-    text = ttgir("add", "cuda:80")
+    text = ttgir("softmax", "cuda:80")
     renamed = re.sub(r"%([A-Za-z_][\w]*)", r"%renamed_\1", text)
     assert renamed != text
     assert compute_invariance(renamed) == compute_invariance(text)
-    # Swap the two loads feeding the add: same ops, different data flow (matters for `-`).
-    line = next(ln for ln in text.splitlines() if "arith.addf" in ln)
+    # Swapping the operands of `-` and `/` is different data flow; of `+` (IEEE-commutative)
+    # it is not (format 1 hashed the op sequence and reported it; format 2 hashes the graph).
+    original = compute_invariance(text)
+    for op, verdict in (("subf", ["computation_dag_hash"]), ("divf", ["computation_dag_hash"])):
+        line = next(ln for ln in text.splitlines() if f"arith.{op}" in ln)
+        a, b = re.search(rf"arith\.{op} (%\w+), (%\w+)", line).groups()  # type: ignore[union-attr]
+        swapped = text.replace(line, line.replace(f"{a}, {b}", f"{b}, {a}"))
+        assert compute_invariance(swapped).changed_components(original) == verdict, op
+    add = ttgir("add", "cuda:80")
+    line = next(ln for ln in add.splitlines() if "arith.addf" in ln)
     a, b = re.search(r"arith\.addf (%\w+), (%\w+)", line).groups()  # type: ignore[union-attr]
-    swapped = text.replace(line, line.replace(f"{a}, {b}", f"{b}, {a}"))
-    assert compute_invariance(swapped).changed_components(compute_invariance(text)) == [
-        "computation_dag_hash"
-    ]
+    swapped = add.replace(line, line.replace(f"{a}, {b}", f"{b}, {a}"))
+    assert swapped != add
+    assert compute_invariance(swapped).fingerprint == compute_invariance(add).fingerprint
 
 
 def test_alias_names_do_not_matter_but_content_does(ttgir: TTGIR) -> None:

@@ -224,3 +224,45 @@ def test_fingerprinting_never_imports_triton() -> None:
         [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=60
     ).stdout.split()
     assert out == [compute_invariance(module(REDUCE)).fingerprint, "False"]
+
+
+def test_module_without_threads_per_warp_is_ttgir_with_tritons_default() -> None:
+    # Triton's dialect reads an absent `ttg.threads-per-warp` as 32 and an absent
+    # `ttg.num-ctas` as 1: such a module is valid TTGIR and the same kernel as the explicit one.
+    bare = HEADER.replace(', "ttg.threads-per-warp" = 32 : i32', "").replace(
+        '"ttg.num-ctas" = 1 : i32, ', ""
+    )
+    assert "threads-per-warp" not in bare and "num-ctas" not in bare
+    inv = compute_invariance(module(REDUCE, header=bare))
+    assert inv.hw_config.threads_per_warp == 32 and inv.hw_config.num_ctas == 1
+    assert inv == compute_invariance(module(REDUCE))
+    wave64 = HEADER.replace('"ttg.threads-per-warp" = 32', '"ttg.threads-per-warp" = 64')
+    assert compute_invariance(module(REDUCE, header=wave64)).changed_components(inv) == [
+        "hw_config_hash"
+    ]
+
+
+def test_module_without_num_warps_is_still_not_ttgir() -> None:
+    ttir = HEADER.replace('"ttg.num-warps" = 4 : i32, ', "")
+    with pytest.raises(InvalidTTGIRError, match=r"'ttg\.num-warps' is missing"):
+        compute_invariance(module(REDUCE, header=ttir))
+
+
+@pytest.mark.parametrize("depth", [101, 5000])
+def test_deeply_nested_regions_are_an_invalid_ttgir_error(depth: int) -> None:
+    nested = '    "test.wrap"() ({\n' * depth + "    }) : () -> ()\n" * depth
+    with pytest.raises(InvalidTTGIRError, match="regions nested more than 100 deep"):
+        compute_invariance(module(nested))
+
+
+def test_nesting_up_to_the_limit_is_accepted() -> None:
+    nested = '    "test.wrap"() ({\n' * 98 + "    }) : () -> ()\n" * 98
+    ops = compute_invariance(module(nested)).ops
+    assert sum(1 for op in ops if op.strip() == "region 0") == 98 + 1  # the wraps and tt.func
+
+
+def test_deep_alias_chain_is_an_invalid_ttgir_error() -> None:
+    chain = "".join(f"#a{i} = #a{i + 1}\n" for i in range(3000)) + "#a3000 = 1\n"
+    text = chain + module("    %r = tt.make_range : tensor<8xi32, #a0>\n")
+    with pytest.raises(InvalidTTGIRError, match="aliases nested more than 100 deep"):
+        compute_invariance(text)

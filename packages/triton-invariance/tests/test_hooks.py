@@ -90,8 +90,12 @@ def test_listener_fingerprints_every_compiled_variant(
     cfg4 = compute_config_hash(triton.Config({}, num_warps=4, num_stages=3))
     cfg8 = compute_config_hash(triton.Config({}, num_warps=8, num_stages=3))
     assert set(variants) == {cfg4, cfg8}
-    assert variants[cfg4] == compute_invariance(k4.asm["ttgir"], "add_kernel")
-    assert variants[cfg8] == compute_invariance(k8.asm["ttgir"], "add_kernel")
+    assert variants[cfg4] == compute_invariance(
+        k4.asm["ttgir"], "add_kernel", metadata=k4.metadata._asdict()
+    )
+    assert variants[cfg8] == compute_invariance(
+        k8.asm["ttgir"], "add_kernel", metadata=k8.metadata._asdict()
+    )
     assert variants[cfg4].fingerprint != variants[cfg8].fingerprint
 
 
@@ -185,7 +189,9 @@ def test_autotuner_commits_the_winner_then_compares(
     assert baseline.config == {"BLOCK": 256, "num_ctas": 1, "num_stages": 3, "num_warps": 8}
     # Config hash = the spec's compute_config_hash(winner).
     assert baseline.config_hash == compute_config_hash(tuned_add.best_config)
-    assert baseline.invariance == compute_invariance(kernel.asm["ttgir"], "tuned_add")
+    assert baseline.invariance == compute_invariance(
+        kernel.asm["ttgir"], "tuned_add", metadata=kernel.metadata._asdict()
+    )
     assert len(installed) == 1 and ": created," in installed[0]
     _launch(_by_warps(8))  # a second launch with a tuned key decides nothing new
     assert len(installed) == 1

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,10 +14,12 @@ from sample_data import sample_inv
 
 from triton_invariance.data import FORMAT_VERSION
 from triton_invariance.errors import (
+    BaselineError,
     BaselineNotFoundError,
     BaselineVersionError,
     CorruptBaselineError,
     InvarianceConfigError,
+    InvarianceUsageError,
     NumericalInvarianceMismatchError,
 )
 from triton_invariance.storage import (
@@ -228,3 +233,74 @@ def test_four_processes_committing_concurrently_leave_one_valid_file(tmp_path: P
     assert baseline.invariance == sample_inv(f"arith.op{winner}")
     # No temp file left behind (filelock may or may not remove its lock file on release).
     assert [p.name for p in tmp_path.iterdir() if p.name != LOCK_NAME] == [path.name]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o027, 0o640)])
+def test_baselines_honour_the_umask_on_create_and_update(
+    tmp_path: Path, umask: int, mode: int
+) -> None:
+    old = os.umask(umask)
+    try:
+        commit_invariance("my_kernel", SIG, sample_inv(), config_hash="c", base=tmp_path)
+        path = tmp_path / f"my_kernel_{SIG}.json"
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+        outcome = commit_invariance(
+            "my_kernel", SIG, sample_inv("arith.mulf"), config_hash="c", base=tmp_path
+        )
+        assert outcome == "updated"
+        assert stat.S_IMODE(path.stat().st_mode) == mode
+    finally:
+        os.umask(old)
+
+
+def test_commit_into_a_read_only_directory_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "ro"
+    base.mkdir()
+    base.chmod(0o555)
+    if os.geteuid() == 0:  # root ignores the mode bits: refuse the lock file the way the OS would
+        import triton_invariance.storage as storage
+
+        def refuse(self: object, *args: object, **kwargs: object) -> None:
+            raise PermissionError(13, "Permission denied", str(base / LOCK_NAME))
+
+        monkeypatch.setattr(storage.FileLock, "acquire", refuse)
+    try:
+        with pytest.raises(BaselineError) as info:
+            commit_invariance("my_kernel", SIG, sample_inv(), config_hash="c", base=base)
+    finally:
+        base.chmod(0o755)
+    message = str(info.value)
+    assert message == f"{base}: cannot write baselines here (Permission denied)"
+    assert isinstance(info.value, InvarianceUsageError)
+
+
+def test_baseline_without_compile_options_is_read_with_a_note(tmp_path: Path) -> None:
+    old = sample_inv()  # recorded from TTGIR alone, as every baseline before the component
+    commit_invariance("my_kernel", SIG, old, config_hash="c", base=tmp_path)
+    doc = json.loads((tmp_path / f"my_kernel_{SIG}.json").read_text())
+    assert "compile_options" not in doc["invariance"]
+    current = dataclasses.replace(old, compile_options=(("enable_fp_fusion", "false"),))
+    notes: list[str] = []
+    assert compare_and_report("my_kernel", SIG, current, base=tmp_path, notes=notes)
+    assert notes == old.comparison_notes(current)
+    assert "baseline records no compile options" in notes[0] and "re-commit" in notes[0]
+    # Once recorded, a change of the component is a mismatch.
+    commit_invariance("my_kernel", SIG, current, config_hash="c", base=tmp_path)
+    fused = dataclasses.replace(old, compile_options=(("enable_fp_fusion", "true"),))
+    with pytest.raises(NumericalInvarianceMismatchError, match="changed: compile_options_hash"):
+        compare_and_report("my_kernel", SIG, fused, base=tmp_path)
+
+
+def test_format_1_baseline_asks_for_a_recommit_and_says_why(tmp_path: Path) -> None:
+    path = _committed(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["format_version"] = 1
+    doc["invariance"]["version"] = 1
+    path.write_text(json.dumps(doc))
+    with pytest.raises(BaselineVersionError) as info:
+        load_baseline("my_kernel", SIG, base=tmp_path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: format_version 1 is not supported")
+    assert "hashes the data-flow graph" in message and "re-commit" in message

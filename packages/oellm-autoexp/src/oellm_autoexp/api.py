@@ -113,7 +113,9 @@ def plan(
     """Load `config` (a YAML path, a config name, or a parsed `RootConfig`), plan, write artifacts.
 
     `test_only` overrides `slurm.test_only` ("auto", "always", "never"). The plan's notes (e.g.
-    the `sbatch --test-only` verdict) go to `reporter`.
+    the `sbatch --test-only` verdict) go to `reporter`. A config given by path or name also
+    gets ``provenance.json`` (the file as given, git state, versions); a `RootConfig` object
+    has no file to record, so it gets none.
     """
     from oellm_autoexp.config.schema import RootConfig
     from oellm_autoexp.errors import ConfigError
@@ -133,6 +135,14 @@ def plan(
         notes = write_plan(result, test_only=test_only or root.slurm.test_only)
     except ConfigError as exc:  # name the config it came from, unless it names its own file
         raise (exc.with_file(source) if source else exc) from None
+    if source is not None:  # provenance.json next to plan.json: where this plan came from
+        from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
+
+        given = ConfigSource(source, tuple(overrides), str(config_dir) if config_dir else None)
+        record = collect_provenance(
+            given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
+        )
+        write_provenance(result.plan.plan_dir, record)
     for note in notes:
         (say.warning if note.startswith("warning") else say.info)(note)
     if source is not None:  # provenance.json next to plan.json: where this plan came from

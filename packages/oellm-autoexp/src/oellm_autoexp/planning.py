@@ -65,9 +65,9 @@ class PlanResult:
     sweep: list[dict[str, Any]]  # the sweep.json entries
     config: dict[str, Any]  # dump_config of the RootConfig
     store_sweep_json: bool = True
-    combinations: int = 0  # sweep combinations before `sweep.filter` (jobs = those kept)
     # Backend files kept in the plan directory (e.g. the Megatron argument schema), by name.
     artifacts: Mapping[str, str] = field(default_factory=dict)
+    combinations: int = 0  # sweep combinations before `sweep.filter` (jobs = those kept)
 
 
 def output_root(config: RootConfig, *, cwd: Path | None = None) -> Path:
@@ -130,8 +130,8 @@ def build_plan(config: RootConfig, *, cwd: Path | None = None) -> PlanResult:
         sweep=sweep,
         config=dumped,
         store_sweep_json=config.sweep.store_sweep_json,
-        combinations=combinations,
         artifacts=backend.plan_artifacts(),
+        combinations=combinations,
     )
 
 
@@ -242,7 +242,6 @@ def _job_contexts(
     """Expand the sweep into JobContexts with deterministic ids and safe, unique names.
 
     Returns the contexts of the combinations `sweep.filter` keeps, and how many there were.
-
     Derived values (`config.derived`) are resolved per job after its id and name are fixed and
     join its params, so they reach the backend and directives like swept values.
     """

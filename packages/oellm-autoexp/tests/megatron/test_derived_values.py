@@ -33,10 +33,18 @@ slurm: {{use_srun: false, test_only: never, sbatch: {sbatch}}}
 """
 
 
-def _commands(tmp_path: Path, megatron: str, axes: str, sbatch: str = "{}") -> list[list[str]]:
+GBS_SWEPT = "    backend.megatron.global_batch_size: [256, 512]"
+GBS_COMMENT = '{comment: "gbs${backend.megatron.global_batch_size}"}'
+
+
+def _write(tmp_path: Path, megatron: str, axes: str, sbatch: str = "{}") -> Path:
     path = tmp_path / "gpt.yaml"
     path.write_text(CONFIG.format(root=tmp_path, megatron=megatron, axes=axes, sbatch=sbatch))
-    result = build_plan(load_config(str(path)).root)
+    return path
+
+
+def _commands(tmp_path: Path, megatron: str, axes: str, sbatch: str = "{}") -> list[list[str]]:
+    result = build_plan(load_config(str(_write(tmp_path, megatron, axes, sbatch))).root)
     return [list(job.command) for job in result.plan.jobs]
 
 
@@ -58,7 +66,7 @@ def test_a_value_derived_from_a_swept_config_key_follows_each_job(
         tmp_path,
         "    global_batch_size: 128\n"
         "    train_iters: ${oc.divi:1024000,${backend.megatron.global_batch_size}}",
-        "    backend.megatron.global_batch_size: [256, 512]",
+        GBS_SWEPT,
     )
     assert [_value(c, "--train-iters") for c in commands] == ["4000", "2000"]
     assert [_value(c, "--global-batch-size") for c in commands] == ["256", "512"]
@@ -73,8 +81,8 @@ def test_a_value_may_reference_a_key_only_the_sweep_sets_and_a_free_param(
         tmp_path,
         "    train_iters: ${oc.divi:${steps},${backend.megatron.global_batch_size}}\n"
         "    lr_decay_iters: ${backend.megatron.train_iters}",
-        "    backend.megatron.global_batch_size: [256, 512]\n    steps: [1024000]",
-        sbatch='{comment: "gbs${backend.megatron.global_batch_size}"}',
+        GBS_SWEPT + "\n    steps: [1024000]",
+        sbatch=GBS_COMMENT,
     )
     assert [_value(c, "--train-iters") for c in commands] == ["4000", "2000"]
     assert [_value(c, "--lr-decay-iters") for c in commands] == ["4000", "2000"]
@@ -83,15 +91,7 @@ def test_a_value_may_reference_a_key_only_the_sweep_sets_and_a_free_param(
 def test_per_job_directives_and_sweep_json_carry_the_derived_values(
     tmp_path: Path, megatron_importable: Path
 ) -> None:
-    path = tmp_path / "gpt.yaml"
-    path.write_text(
-        CONFIG.format(
-            root=tmp_path,
-            megatron="    global_batch_size: 128",
-            axes="    backend.megatron.global_batch_size: [256, 512]",
-            sbatch='{comment: "gbs${backend.megatron.global_batch_size}"}',
-        )
-    )
+    path = _write(tmp_path, "    global_batch_size: 128", GBS_SWEPT, GBS_COMMENT)
     result = build_plan(load_config(str(path)).root)
     assert [job.sbatch["comment"] for job in result.plan.jobs] == ["gbs256", "gbs512"]
     assert [entry["params"]["slurm.sbatch.comment"] for entry in result.sweep] == [
@@ -103,14 +103,11 @@ def test_per_job_directives_and_sweep_json_carry_the_derived_values(
 def test_a_derived_value_outside_backend_and_sbatch_is_refused_with_its_key(
     tmp_path: Path, megatron_importable: Path
 ) -> None:
-    path = tmp_path / "gpt.yaml"
+    path = _write(tmp_path, "    global_batch_size: 128", GBS_SWEPT)
     path.write_text(
-        CONFIG.format(
-            root=tmp_path,
-            megatron="    global_batch_size: 128",
-            axes="    backend.megatron.global_batch_size: [256, 512]",
-            sbatch="{}",
-        ).replace("name: gpt,", "name: gpt, description: '${backend.megatron.global_batch_size}',")
+        path.read_text().replace(
+            "name: gpt,", "name: gpt, description: '${backend.megatron.global_batch_size}',"
+        )
     )
     with pytest.raises(ConfigError) as info:
         load_config(str(path))

@@ -153,7 +153,7 @@ def cache_invariance(
 @dataclass(frozen=True)
 class WinnerOutcome:
     """What `on_winner_selected` did: the mode, and "created" / "updated" / "unchanged" for a
-    commit or "match" for a compare."""
+    commit or "match" for a compare (with `notes` on what the compare could not check)."""
 
     kernel_name: str
     sig_hash: str
@@ -162,14 +162,16 @@ class WinnerOutcome:
     outcome: CommitOutcome | Literal["match"]
     fingerprint: str
     path: os.PathLike[str]
+    notes: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """One line for a log."""
+        """One line for a log (a note, if any, follows in parentheses)."""
         verb = "committed" if self.mode == "commit" else "compared"
-        return (
+        line = (
             f"triton-invariance: {verb} {self.kernel_name} (signature {self.sig_hash}, config "
             f"{self.cfg_hash}): {self.outcome}, fingerprint {self.fingerprint[:16]} [{self.path}]"
         )
+        return line + "".join(f" ({note})" for note in self.notes)
 
 
 def on_winner_selected(
@@ -203,6 +205,7 @@ def on_winner_selected(
                 f"(install the hooks before the kernel compiles)"
             )
         path = baseline_path(kernel_name, sig_hash, base)
+        notes: list[str] = []
         outcome: CommitOutcome | Literal["match"]
         if active == "commit":
             outcome = commit_invariance(
@@ -222,10 +225,18 @@ def on_winner_selected(
                 config_hash=winning_cfg_hash,
                 alternatives=variants,
                 base=base,
+                notes=notes,
             )
             outcome = "match"
         return WinnerOutcome(
-            kernel_name, sig_hash, winning_cfg_hash, active, outcome, inv.fingerprint, path
+            kernel_name,
+            sig_hash,
+            winning_cfg_hash,
+            active,
+            outcome,
+            inv.fingerprint,
+            path,
+            tuple(notes),
         )
     finally:
         # Spec: the cache is cleared after the autotuner finishes each kernel, match or not.

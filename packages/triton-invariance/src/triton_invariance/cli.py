@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from triton_invariance import __version__
-from triton_invariance.errors import InvarianceUsageError, TritonInvarianceError
+from triton_invariance.errors import BaselineError, InvarianceUsageError, TritonInvarianceError
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
     Baseline,
@@ -74,15 +74,28 @@ def _summary(b: Baseline) -> str:
 
 @cli.command("list")
 @_DIR_OPTION
-def list_command(directory: Path | None) -> None:
-    """List the committed baselines."""
+def list_command(directory: Path | None) -> int:
+    """List the committed baselines (exit 2 after the list when a file is unusable)."""
     base = get_baselines_dir(directory)
     paths = list_baselines(base)
     if not paths:
         click.echo(f"no baselines in {base}")
-        return
+        return EXIT_OK
+    unusable = 0
     for path in paths:
-        click.echo(_summary(read_baseline_file(path)))
+        try:
+            click.echo(_summary(read_baseline_file(path)))
+        except BaselineError as exc:
+            # One bad file must not hide the good ones: list them all, then fail.
+            unusable += 1
+            click.echo(f"triton-invariance: error: {exc}", err=True)
+    if unusable:
+        click.echo(
+            f"triton-invariance: {unusable} of {len(paths)} baseline files in {base} are unusable",
+            err=True,
+        )
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 @cli.command("show")
@@ -110,6 +123,12 @@ def show_command(kernel: str, directory: Path | None) -> None:
         click.echo(f"  dtype_signature   {inv.dtype_signature}")
         for key, value in inv.hw_config.to_dict().items():
             click.echo(f"  hw.{key:<14} {value}")
+        if inv.compile_options is None:
+            click.echo("  compile options   not recorded")
+        for key, value in inv.compile_options or ():
+            click.echo(f"  option.{key:<30} {value}")
+        for key, value in inv.compile_env:
+            click.echo(f"  env.{key:<33} {value}")
         click.echo(f"  ops ({len(inv.ops)}):")
         for i, (op, refs) in enumerate(zip(inv.ops, inv.op_layouts, strict=True)):
             suffix = f"  [{refs}]" if refs else ""
@@ -138,19 +157,25 @@ def diff_command(a: str, b: str, directory: Path | None) -> int:
     click.echo(before.invariance.diff_report(after.invariance))
     if before.config_hash != after.config_hash:
         click.echo(f"  config: {dict(before.config)} -> {dict(after.config)}")
-    same = before.invariance.fingerprint == after.invariance.fingerprint
-    return EXIT_OK if same else EXIT_FAILED
+    return EXIT_OK if before.invariance.matches(after.invariance) else EXIT_FAILED
 
 
 @cli.command("check")
 @click.argument("current", type=click.Path(file_okay=False, path_type=Path))
 @_DIR_OPTION
-def check_command(current: Path, directory: Path | None) -> int:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also fail when a committed baseline has no current fingerprint (a kernel that "
+    "disappeared or was not compiled).",
+)
+def check_command(current: Path, directory: Path | None, strict: bool) -> int:
     """Check the fingerprints in CURRENT against the baselines (for CI).
 
     CURRENT is a directory written by a run with TRITON_INVARIANCE_COMMIT=1 and
     TRITON_INVARIANCE_BASELINE_DIR=CURRENT. Every file there must have a baseline with the
-    same name and the same fingerprint; exit 1 (with the diff reports) otherwise.
+    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A baseline
+    with no current counterpart is reported (a warning; a failure under --strict).
     """
     if not current.is_dir():
         raise InvarianceUsageError(f"{current}: no such directory of current fingerprints")
@@ -167,17 +192,28 @@ def check_command(current: Path, directory: Path | None) -> int:
             click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
             continue
         then = read_baseline_file(baseline_file)
-        if then.invariance.fingerprint == now.invariance.fingerprint:
+        if then.invariance.matches(now.invariance):
             click.echo(f"ok      {path.stem}")
+            for note in then.invariance.comparison_notes(now.invariance):
+                click.echo(f"        {note}")
             continue
         failures += 1
         click.echo(f"MISMATCH {path.stem} (baseline {baseline_file})")
         click.echo(then.invariance.diff_report(now.invariance))
         if then.config_hash != now.config_hash:
             click.echo(f"  config: {dict(then.config)} -> {dict(now.config)}")
-    verdict = "FAILED" if failures else "passed"
-    click.echo(f"check {verdict}: {len(paths) - failures}/{len(paths)} kernels match {base}")
-    return EXIT_FAILED if failures else EXIT_OK
+    current_names = {p.name for p in paths}
+    gone = [p for p in list_baselines(base) if p.name not in current_names]
+    label = "GONE   " if strict else "warning:"
+    for path in gone:
+        click.echo(f"{label} {path.stem}: committed baseline {path} has no current fingerprint")
+    failed = failures > 0 or (strict and bool(gone))
+    summary = f"check {'FAILED' if failed else 'passed'}: {len(paths) - failures}/{len(paths)} "
+    summary += f"kernels match {base}"
+    if gone:
+        summary += f"; {len(gone)} committed baseline(s) not seen in {current}"
+    click.echo(summary)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,13 +14,20 @@ fingerprint computed on one machine compares equal to one computed on another.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-FORMAT_VERSION = 1
-"""Version of the serialised form; bumped whenever the canonicalisation or the hashing changes."""
+from triton_invariance.dataflow import line_hashes
+
+FORMAT_VERSION = 2
+"""Version of the serialised form; bumped whenever the canonicalisation or the hashing changes.
+
+2: the computation DAG is hashed as a data-flow graph (`triton_invariance.dataflow`) and the
+layout component as the multiset of each op's layouts; 1 hashed the op sequence."""
 
 _DIGEST_BYTES = 16
 _T = TypeVar("_T")
@@ -69,18 +76,13 @@ class HwConfig:
     def from_dict(cls, d: object, where: str = "hw_config") -> HwConfig:
         """Inverse of `to_dict`; raises `InvalidInvarianceDataError` naming the bad key path."""
         m = _require_mapping(d, where)
-        extra = _require_mapping(m.get("extra", {}), f"{where}.extra")
-        for k, v in extra.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise InvalidInvarianceDataError(
-                    f"{where}.extra: expected string keys and string values, got {k!r}: {v!r}"
-                )
+        extra = _str_pairs(m.get("extra", {}), f"{where}.extra")
         return cls(
             target=_require(m, "target", str, where),
             num_warps=_require(m, "num_warps", int, where),
             num_ctas=_require(m, "num_ctas", int, where),
             threads_per_warp=_require(m, "threads_per_warp", int, where),
-            extra=tuple(sorted(extra.items())),
+            extra=tuple(sorted(extra)),
         )
 
     def canonical_parts(self) -> list[str]:
@@ -109,6 +111,12 @@ class InvarianceData:
       of them its types reference.
     * hardware config (`hw_config`): target, num-warps, num-ctas, threads-per-warp and the other
       module attributes.
+    * compile options (`compile_options`): the options that change numerics after TTGIR
+      (`triton_invariance.options`), ``(name, canonical value)`` pairs; None when the fingerprint
+      was computed from TTGIR alone or read from a baseline that predates the component. A
+      component that one side lacks is not compared (`comparison_notes` says so).
+      `compile_env` (the knob variables that were set) is recorded to explain a change; it is
+      not hashed: only the effective options are.
 
     `kernel_name` is metadata (it names the baseline file); it is deliberately not part of
     `fingerprint`, because renaming a kernel does not change what it computes.
@@ -121,6 +129,8 @@ class InvarianceData:
     op_layouts: tuple[str, ...]
     layouts: tuple[str, ...]
     version: int = field(default=FORMAT_VERSION)
+    compile_options: tuple[tuple[str, str], ...] | None = None
+    compile_env: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.ops) != len(self.op_layouts):
@@ -130,10 +140,39 @@ class InvarianceData:
             )
 
     # -- hashes ---------------------------------------------------------------------------------
+    @functools.cached_property
+    def _dataflow(self) -> tuple[str, list[str]]:
+        return line_hashes(self.ops)
+
     @property
     def computation_dag_hash(self) -> str:
-        """Hash of the op sequence: kinds, order, data flow, attributes, constants, types."""
-        return content_hash(["dag", *self.ops])
+        """Hash of the data-flow graph: op kinds, data flow, attributes, constants, types.
+
+        Not of the op order: independent ops may be printed in any order and commutative ops'
+        operands in either (`triton_invariance.dataflow`).
+        """
+        return content_hash(["dag", self._dataflow[0]])
+
+    def op_hashes(self) -> list[str]:
+        """The structural hash of each line of `ops` ("" for region markers, block headers)."""
+        return list(self._dataflow[1])
+
+    def _layout_uses(self) -> list[str]:
+        """Per op that uses layouts: the sorted definitions it uses (refs resolved)."""
+        return self._layout_uses_of([refs for refs in self.op_layouts if refs])
+
+    def _layout_uses_of(self, op_refs: list[str]) -> list[str]:
+        uses = []
+        for refs in op_refs:
+            resolved = set()
+            for ref in refs.split(","):
+                index = ref[1:]
+                if ref.startswith("#") and index.isdigit() and int(index) < len(self.layouts):
+                    resolved.add(self.layouts[int(index)])
+                else:
+                    resolved.add(ref)  # not a reference this package writes: hashed as is
+            uses.append("\x1e".join(sorted(resolved)))
+        return uses
 
     @property
     def dtype_signature_hash(self) -> str:
@@ -142,8 +181,14 @@ class InvarianceData:
 
     @property
     def layout_hash(self) -> str:
-        """Hash of the resolved encodings and of which op uses which."""
-        return content_hash(["layout", *self.layouts, "uses", *self.op_layouts])
+        """Hash of the resolved encodings and of the multiset of each op's encodings.
+
+        Independent of op order and of the numbering of layouts; an op that uses no layout
+        does not contribute.
+        """
+        return content_hash(
+            ["layout", *sorted(set(self.layouts)), "uses", *sorted(self._layout_uses())]
+        )
 
     @property
     def hw_config_hash(self) -> str:
@@ -151,8 +196,16 @@ class InvarianceData:
         return content_hash(["hw", *self.hw_config.canonical_parts()])
 
     @property
+    def compile_options_hash(self) -> str | None:
+        """Hash of the numerics-relevant compile options; None when they were not recorded."""
+        if self.compile_options is None:
+            return None
+        return content_hash(["options", *(f"{k}={v}" for k, v in sorted(self.compile_options))])
+
+    @property
     def fingerprint(self) -> str:
         """Combined hash of all components (and the format version)."""
+        options = self.compile_options_hash
         return content_hash(
             [
                 f"v{self.version}",
@@ -160,17 +213,22 @@ class InvarianceData:
                 self.dtype_signature_hash,
                 self.layout_hash,
                 self.hw_config_hash,
+                *([] if options is None else [options]),
             ]
         )
 
     def component_hashes(self) -> dict[str, str]:
-        """Name → hash of every component, in report order."""
-        return {
+        """Name → hash of every recorded component, in report order."""
+        hashes = {
             "computation_dag_hash": self.computation_dag_hash,
             "dtype_signature": self.dtype_signature_hash,
             "layout_hash": self.layout_hash,
             "hw_config_hash": self.hw_config_hash,
         }
+        options = self.compile_options_hash
+        if options is not None:
+            hashes["compile_options_hash"] = options
+        return hashes
 
     # -- (de)serialisation -----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -187,6 +245,15 @@ class InvarianceData:
             "ops": list(self.ops),
             "op_layouts": list(self.op_layouts),
             "layouts": list(self.layouts),
+            **(
+                {}
+                if self.compile_options is None
+                else {
+                    "compile_options": dict(self.compile_options),
+                    "compile_options_hash": self.compile_options_hash,
+                }
+            ),
+            **({"compile_env": dict(self.compile_env)} if self.compile_env else {}),
         }
 
     @classmethod
@@ -214,8 +281,17 @@ class InvarianceData:
             op_layouts=_require_str_list(m, "op_layouts"),
             layouts=_require_str_list(m, "layouts"),
             version=version,
+            compile_options=(
+                _str_pairs(m["compile_options"], "invariance.compile_options")
+                if "compile_options" in m
+                else None
+            ),
+            compile_env=_str_pairs(m.get("compile_env", {}), "invariance.compile_env"),
         )
-        for key in ("computation_dag_hash", "layout_hash", "hw_config_hash", "fingerprint"):
+        checked = ["computation_dag_hash", "layout_hash", "hw_config_hash", "fingerprint"]
+        if data.compile_options is not None:
+            checked.insert(-1, "compile_options_hash")
+        for key in checked:
             stored = _require(m, key, str, "invariance")
             actual = getattr(data, key)
             if stored != actual:
@@ -227,9 +303,32 @@ class InvarianceData:
 
     # -- reporting --------------------------------------------------------------------------------
     def changed_components(self, other: InvarianceData) -> list[str]:
-        """Names of the components whose hashes differ between `self` and `other`."""
+        """Names of the components whose hashes differ between `self` and `other`.
+
+        A component only one side recorded (compile options of an older baseline) is not
+        compared; `comparison_notes` says so.
+        """
         mine, theirs = self.component_hashes(), other.component_hashes()
-        return [name for name in mine if mine[name] != theirs[name]]
+        return [name for name in mine if name in theirs and mine[name] != theirs[name]]
+
+    def matches(self, other: InvarianceData) -> bool:
+        """Whether every component both sides recorded is equal (the verdict of a compare)."""
+        return not self.changed_components(other)
+
+    def comparison_notes(self, other: InvarianceData) -> list[str]:
+        """What a comparison of `self` (baseline) with `other` (current) could not check."""
+        if self.compile_options is None and other.compile_options is not None:
+            return [
+                "note: the baseline records no compile options (committed from TTGIR alone or "
+                "by an older triton-invariance); they were not compared -- re-commit to record "
+                "them"
+            ]
+        if self.compile_options is not None and other.compile_options is None:
+            return [
+                "note: the current fingerprint records no compile options (computed from TTGIR "
+                "alone); they were not compared"
+            ]
+        return []
 
     def diff_report(self, other: InvarianceData) -> str:
         """Human-readable account of how `other` (current) differs from `self` (baseline).
@@ -238,14 +337,17 @@ class InvarianceData:
         (index, before, after).
         """
         changed = self.changed_components(other)
+        notes = self.comparison_notes(other)
         if not changed:
-            return f"{self.kernel_name}: fingerprints match ({self.fingerprint})"
+            return "\n".join(
+                [f"{self.kernel_name}: fingerprints match ({self.fingerprint})", *notes]
+            )
         lines = [
             f"{self.kernel_name}: fingerprint {self.fingerprint} -> {other.fingerprint}; "
             f"changed: {', '.join(changed)}"
         ]
         if "computation_dag_hash" in changed:
-            lines.append("  computation_dag_hash: " + _first_difference(self.ops, other.ops, "op"))
+            lines.append("  computation_dag_hash: " + self._dag_difference(other))
         if "dtype_signature" in changed:
             lines.append(
                 f"  dtype_signature: before {self.dtype_signature!r}, "
@@ -261,42 +363,105 @@ class InvarianceData:
                 if before.get(k) != after.get(k)
             ]
             lines.append("  hw_config_hash: " + "; ".join(diffs))
+        if "compile_options_hash" in changed:
+            lines.append("  compile_options_hash: " + self._options_difference(other))
+        lines.extend(f"  {note}" for note in notes)
         return "\n".join(lines)
 
+    def _options_difference(self, other: InvarianceData) -> str:
+        before, after = dict(self.compile_options or ()), dict(other.compile_options or ())
+        diffs = [
+            f"{k}: {before.get(k, '<unset>')} -> {after.get(k, '<unset>')}"
+            for k in sorted(before.keys() | after.keys())
+            if before.get(k) != after.get(k)
+        ]
+        text = "; ".join(diffs)
+        if self.compile_env != other.compile_env:
+            text += (
+                f" (environment knobs: baseline {_pairs_text(self.compile_env)}, "
+                f"now {_pairs_text(other.compile_env)})"
+            )
+        return text
+
+    def _dag_difference(self, other: InvarianceData) -> str:
+        """The first op (in program order) of each side that has no counterpart in the other.
+
+        Ops inside a changed region and users of a changed value change too; the first changed
+        op that holds no region is the one a reader acts on (its users come after it).
+        """
+        i = _first_unmatched(self.ops, self.op_hashes(), other.op_hashes())
+        j = _first_unmatched(other.ops, other.op_hashes(), self.op_hashes())
+        before = self.ops[i] if i is not None else "<none>"
+        after = other.ops[j] if j is not None else "<none>"
+        n, m = len(self.ops), len(other.ops)
+        counts = f" ({n} -> {m} ops)" if n != m else ""
+        where = f"op {i}" if i is not None else "no op of the baseline"
+        if j is not None and j != i:
+            where += f" (op {j} now)"
+        return f"first difference at {where}{counts}: before `{before}`, after `{after}`"
+
     def _layout_difference(self, other: InvarianceData) -> str:
-        if self.layouts != other.layouts:
-            where = _first_difference(self.layouts, other.layouts, "layout")
+        theirs = set(other.layouts)
+        changed = next((k for k, d in enumerate(self.layouts) if d not in theirs), None)
+        if changed is not None or set(self.layouts) != theirs:
+            mine = set(self.layouts)
+            before = self.layouts[changed] if changed is not None else "<none>"
+            after = next((d for d in other.layouts if d not in mine), "<none>")
+            where = f"layout {changed}: before `{before}`, after `{after}`"
             # Point at the first op that uses the changed layout, which is what a reader acts on.
-            index = _first_index(self.layouts, other.layouts)
-            ref = f"#{index}"
+            ref = f"#{changed}"
             user = next(
                 (i for i, refs in enumerate(self.op_layouts) if ref in refs.split(",")), None
             )
             if user is not None and user < len(self.ops):
                 where += f"; first used by op {user}: {self.ops[user]}"
             return where
-        return _first_difference(
-            [f"{op}  [{refs}]" for op, refs in zip(self.ops, self.op_layouts, strict=True)],
-            [f"{op}  [{refs}]" for op, refs in zip(other.ops, other.op_layouts, strict=True)],
-            "op",
-        )
+        # Same definitions, used differently: the first op whose layouts have no counterpart.
+        uses = Counter(other._layout_uses())
+        for i, refs in enumerate(self.op_layouts):
+            if not refs:
+                continue
+            use = self._resolved_use(refs)
+            if uses[use] > 0:
+                uses[use] -= 1
+                continue
+            return f"op {i} `{self.ops[i]}` now uses its layouts [{refs}] differently"
+        return "an op of the current kernel uses layouts no baseline op uses"
+
+    def _resolved_use(self, refs: str) -> str:
+        return self._layout_uses_of([refs])[0]
 
 
-def _first_index(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return i
-    return min(len(a), len(b))
+def _first_unmatched(ops: tuple[str, ...], mine: list[str], theirs: list[str]) -> int | None:
+    available = Counter(h for h in theirs if h)
+    unmatched = []
+    for i, h in enumerate(mine):
+        if not h:
+            continue
+        if available[h] > 0:
+            available[h] -= 1
+        else:
+            unmatched.append(i)
+    leaves = [i for i in unmatched if not _holds_region(ops, i)]
+    return next(iter(leaves or unmatched), None)
 
 
-def _first_difference(
-    a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str], what: str
-) -> str:
-    i = _first_index(a, b)
-    before = a[i] if i < len(a) else "<none>"
-    after = b[i] if i < len(b) else "<none>"
-    counts = f" ({len(a)} -> {len(b)} {what}s)" if len(a) != len(b) else ""
-    return f"first difference at {what} {i}{counts}: before `{before}`, after `{after}`"
+def _holds_region(ops: tuple[str, ...], i: int) -> bool:
+    return i + 1 < len(ops) and ops[i + 1].strip() == "region 0"
+
+
+def _pairs_text(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in pairs) or "none set"
+
+
+def _str_pairs(value: object, where: str) -> tuple[tuple[str, str], ...]:
+    m = _require_mapping(value, where)
+    for k, v in m.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise InvalidInvarianceDataError(
+                f"{where}: expected string keys and string values, got {k!r:.80}: {v!r:.80}"
+            )
+    return tuple(m.items())
 
 
 def _require_mapping(d: object, where: str) -> Mapping[str, Any]:

@@ -20,9 +20,9 @@ Canonicalisation, applied to the parsed module (see `triton_invariance.mlir`):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from triton_invariance.data import HwConfig, InvarianceData
 from triton_invariance.mlir import (
@@ -31,6 +31,7 @@ from triton_invariance.mlir import (
     DIMS,
     HASH,
     IDENT,
+    MAX_NESTING,
     PUNCT,
     REGION,
     STRING,
@@ -42,6 +43,7 @@ from triton_invariance.mlir import (
     Token,
     parse,
 )
+from triton_invariance.options import knob_environment, numerics_options
 
 __all__ = ["InvalidTTGIRError", "compute_invariance"]
 
@@ -54,17 +56,28 @@ _HW_KEYS: Final = {
     "num_ctas": ("ttg.num-ctas", "triton_gpu.num-ctas"),
     "threads_per_warp": ("ttg.threads-per-warp", "triton_gpu.threads-per-warp"),
 }
+# What Triton's TritonGPU dialect assumes when a module omits the attribute (its
+# `getThreadsPerWarp` / `getNumCTAs` fall back to these), so an omitted attribute and the
+# written default are the same kernel. num-warps and the target have no default.
+_HW_DEFAULTS: Final = {"num_ctas": "1", "threads_per_warp": "32"}
 _NO_SPACE_BEFORE: Final = frozenset({")", "]", ">", "}", ","})
 _NO_SPACE_AFTER: Final = frozenset({"(", "[", "<", "{"})
 _GLUE_BEFORE_OPEN: Final = frozenset({IDENT, HASH, BANG, SYMBOL, STRING, BLOCK})
 
 
-def compute_invariance(ttgir_text: str, kernel_name: str | None = None) -> InvarianceData:
+def compute_invariance(
+    ttgir_text: str,
+    kernel_name: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> InvarianceData:
     """Fingerprint one TTGIR module (the text of ``CompiledKernel.asm["ttgir"]`` or ``str(mod)``).
 
     `kernel_name` selects the entry function when the module has several public ones; by default
-    the module's single public function is the kernel. Raises `InvalidTTGIRError` (a `ValueError`)
-    for text that is not MLIR or not a TTGIR module (no module attributes, no kernel).
+    the module's single public function is the kernel. `metadata` (the compiled kernel's
+    metadata mapping, `CompiledKernel.metadata._asdict()`) adds the compile-options component and
+    the environment knobs in effect now; without it that component is not recorded. Raises
+    `InvalidTTGIRError` (a `ValueError`) for text that is not MLIR or not a TTGIR module (no
+    module attributes, no kernel).
     """
     module = parse(ttgir_text)
     if len(module.ops) != 1 or module.ops[0].name not in ("module", "builtin.module"):
@@ -92,6 +105,8 @@ def compute_invariance(ttgir_text: str, kernel_name: str | None = None) -> Invar
         ops=tuple(builder.ops),
         op_layouts=tuple(builder.op_layouts),
         layouts=tuple(builder.layouts),
+        compile_options=None if metadata is None else numerics_options(metadata),
+        compile_env=() if metadata is None else knob_environment(),
     )
 
 
@@ -126,6 +141,8 @@ class _AliasResolver:
     def _expand(self, name: str, seen: tuple[str, ...]) -> list[Token]:
         if name in seen:
             raise InvalidTTGIRError(f"alias {name} is defined in terms of itself")
+        if len(seen) >= MAX_NESTING:
+            raise InvalidTTGIRError(f"alias {name}: aliases nested more than {MAX_NESTING} deep")
         out: list[Token] = []
         inner = (*seen, name)
         for t in self._defs[name]:
@@ -368,11 +385,14 @@ def _hw_config(module_body: list[Token]) -> HwConfig:
     found: dict[str, str] = {}
     for field_name, spellings in _HW_KEYS.items():
         present = [k for k in spellings if k in attrs]
-        if not present:
+        if present:
+            found[field_name] = attrs.pop(present[0])
+        elif field_name in _HW_DEFAULTS:
+            found[field_name] = _HW_DEFAULTS[field_name]
+        else:
             raise InvalidTTGIRError(
                 f"module attribute {spellings[0]!r} is missing: not TTGIR (did you pass TTIR?)"
             )
-        found[field_name] = attrs.pop(present[0])
     try:
         ints = {
             k: int(found[k].split(":")[0]) for k in ("num_warps", "num_ctas", "threads_per_warp")

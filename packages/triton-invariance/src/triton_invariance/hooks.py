@@ -115,7 +115,7 @@ def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> Compi
         constexprs=constexprs,
         attrs=attrs,
         options=options,
-        invariance=compute_invariance(ttgir, kernel_name=src.name),
+        invariance=compute_invariance(ttgir, kernel_name=src.name, metadata=metadata),
     )
 
 
@@ -147,7 +147,8 @@ def _cache(variant: CompiledVariant, tuned: frozenset[str]) -> VariantKeys:
     return keys
 
 
-def _ttgir_from_group(metadata_group: Mapping[str, str], kernel: str) -> str:
+def ttgir_of_compile(metadata_group: Mapping[str, str], kernel: str) -> str:
+    """The TTGIR text of a compile, from the `metadata_group` Triton hands its listener."""
     for name, path in metadata_group.items():
         if name.endswith(".ttgir"):
             return Path(path).read_text(encoding="utf-8")
@@ -166,7 +167,7 @@ def _on_compiled(**kwargs: Any) -> None:
     if not hasattr(src, "fn"):  # compiled from an IR file: no Python kernel to tie it to
         return
     metadata = kwargs["metadata"]
-    ttgir = _ttgir_from_group(kwargs["metadata_group"], src.name)
+    ttgir = ttgir_of_compile(kwargs["metadata_group"], src.name)
     variant = describe_variant(src, metadata, ttgir)
     with _state.lock:
         _state.variants[str(metadata["hash"])] = variant

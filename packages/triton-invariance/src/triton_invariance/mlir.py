@@ -82,6 +82,12 @@ _OPEN_TO_CLOSE: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = frozenset(_OPEN_TO_CLOSE.values())
 
 
+MAX_NESTING: Final = 100
+"""Deepest region nesting (and alias chain) accepted. Triton kernels nest a handful of levels;
+the parser and the canonicaliser recurse per level, so a limit of our own turns a hostile file
+into an `InvalidTTGIRError` long before Python's recursion limit would."""
+
+
 class InvalidTTGIRError(ValueError):
     """The text is not a TTGIR module this package can fingerprint."""
 
@@ -168,6 +174,7 @@ class _Parser:
         self.toks = tokens
         self.i = 0
         self.n = len(tokens)
+        self.depth = 0
 
     # -- helpers --------------------------------------------------------------------------------
     def _error(self, message: str, tok: Token | None = None) -> MlirSyntaxError:
@@ -306,6 +313,15 @@ class _Parser:
         """Blocks up to the ``}`` that closes the region (`self.i` is just after its ``{``)."""
         blocks = [Block()]
         open_tok = self.toks[self.i - 1]
+        if self.depth >= MAX_NESTING:
+            raise self._error(f"regions nested more than {MAX_NESTING} deep", open_tok)
+        self.depth += 1
+        try:
+            return self._blocks(blocks, open_tok)
+        finally:
+            self.depth -= 1
+
+    def _blocks(self, blocks: list[Block], open_tok: Token) -> list[Block]:
         while True:
             self._skip_newlines()
             if self.i >= self.n:

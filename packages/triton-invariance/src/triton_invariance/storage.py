@@ -19,7 +19,7 @@ import contextlib
 import json
 import os
 import re
-import tempfile
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from filelock import FileLock
 
 from triton_invariance.data import FORMAT_VERSION, InvalidInvarianceDataError, InvarianceData
 from triton_invariance.errors import (
+    BaselineError,
     BaselineNotFoundError,
     BaselineVersionError,
     CorruptBaselineError,
@@ -76,14 +77,37 @@ class Baseline:
         version = doc.get("format_version")
         if version is None:
             raise CorruptBaselineError(path, "format_version: missing")
+        # bool is an int subclass and `true == 1`: a version of `true` is a corrupt file.
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise CorruptBaselineError(
+                path, f"format_version: expected an integer, got {type(version).__name__}"
+            )
         if version != FORMAT_VERSION:
+            why = ""
+            if version == 1:
+                # The one format this package ever wrote before: say why it cannot be compared.
+                why = (
+                    " (format 1 hashed the op sequence, this release hashes the data-flow graph, "
+                    "so the fingerprints are not comparable)"
+                )
             raise BaselineVersionError(
                 path,
                 f"format_version {version!r} is not supported (this triton-invariance reads "
-                f"version {FORMAT_VERSION}); re-commit it with TRITON_INVARIANCE_COMMIT=1",
+                f"version {FORMAT_VERSION}){why}; re-commit it with TRITON_INVARIANCE_COMMIT=1",
             )
         kernel_name = _require_str(doc, "kernel_name", path)
         signature_hash = _require_str(doc, "signature_hash", path)
+        # The two name the file: anything else could not have been committed by this package
+        # (and a lone surrogate or a newline would break every line that prints it).
+        if not _SAFE_NAME.match(kernel_name):
+            raise CorruptBaselineError(
+                path, f"kernel_name: expected a Python identifier, got {kernel_name[:80]!a}"
+            )
+        if not _SAFE_HASH.match(signature_hash):
+            raise CorruptBaselineError(
+                path,
+                f"signature_hash: expected a lowercase hex digest, got {signature_hash[:80]!a}",
+            )
         config = _optional_object(doc, "config", path)
         specialization = _optional_object(doc, "specialization", path)
         inv_doc = doc.get("invariance")
@@ -157,6 +181,10 @@ def read_baseline_file(path: Path) -> Baseline:
         raise CorruptBaselineError(
             path, f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
         ) from None
+    except RecursionError:
+        raise CorruptBaselineError(path, "JSON nested too deeply to be a baseline") from None
+    except ValueError as exc:  # e.g. an integer over Python's 4,300-digit conversion limit
+        raise CorruptBaselineError(path, f"not a usable JSON document ({exc})") from None
     return Baseline.from_dict(doc, path)
 
 
@@ -205,24 +233,32 @@ def commit_invariance(
         kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
     )
     text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
-        outcome: CommitOutcome = "created"
-        if path.exists():
-            try:
-                old_text = path.read_text(encoding="utf-8")
-            except OSError:
-                old_text = None
-            if old_text == text:
-                return "unchanged"
-            outcome = "updated"
-        _write_atomic(path, text)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+            outcome: CommitOutcome = "created"
+            if path.exists():
+                try:
+                    old_text = path.read_text(encoding="utf-8")
+                except OSError:
+                    old_text = None
+                if old_text == text:
+                    return "unchanged"
+                outcome = "updated"
+            _write_atomic(path, text)
+    except OSError as exc:
+        # A read-only or foreign baselines directory is a setup problem, not a crash.
+        raise BaselineError(
+            path.parent, f"cannot write baselines here ({exc.strerror or exc})"
+        ) from None
     return outcome
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    # os.open applies the umask to 0o666 the way an ordinary open() does (mkstemp would give
+    # 0600, and colleagues reading a shared baselines directory could not read the file).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -248,6 +284,7 @@ def compare_and_report(
     config_hash: str | None = None,
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
+    notes: list[str] | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -256,6 +293,8 @@ def compare_and_report(
     (config hash -> fingerprint of the other variants compiled in this run) lets the report say
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
+    What the comparison could not check (a component only one side recorded) is appended to
+    `notes` when given.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
@@ -267,7 +306,9 @@ def compare_and_report(
             f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
             f"TRITON_INVARIANCE_COMMIT=1",
         )
-    if baseline.invariance.fingerprint == current.fingerprint:
+    if notes is not None:
+        notes.extend(baseline.invariance.comparison_notes(current))
+    if baseline.invariance.matches(current):
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
@@ -276,7 +317,7 @@ def compare_and_report(
             f"committed for config {baseline.config_hash} ({_describe(baseline.config)})"
         )
         same_config = (alternatives or {}).get(baseline.config_hash)
-        if same_config is not None and same_config.fingerprint == baseline.invariance.fingerprint:
+        if same_config is not None and baseline.invariance.matches(same_config):
             report += (
                 "\n  note: the baseline's config still compiles to the baseline fingerprint in "
                 "this run: the kernel code is numerically unchanged, only the winner changed"

@@ -48,12 +48,12 @@ def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str])
     if state_dir is not None:
         return SessionStore(state_dir)
     if config is not None:
+        from oellm_autoexp.api import store_for_config
         from oellm_autoexp.config.loader import dump_config, load_config
-        from oellm_autoexp.monitor.session_builder import store_for
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        return store_for(dump_config(root), output_root(root))
+        return store_for_config(dump_config(root), output_root(root))
     return SessionStore(Path.cwd() / "monitoring_state")
 
 
@@ -66,12 +66,9 @@ def _client() -> Any:
 class ClickReporter:
     """The library's reporter for the terminal: info on stdout, warnings on stderr."""
 
-    def __init__(self, *, info_to_stderr: bool = False) -> None:
-        self.info_to_stderr = info_to_stderr
-
     def info(self, message: str) -> None:
-        """One line on stdout (stderr while stdout carries other output)."""
-        click.echo(message, err=self.info_to_stderr)
+        """One line on stdout."""
+        click.echo(message)
 
     def warning(self, message: str) -> None:
         """One line on stderr."""
@@ -246,6 +243,7 @@ def status_command(
         click.echo(f"no sessions in {store.state_dir}")
         return EXIT_OK
     from oellm_autoexp import api
+    from oellm_autoexp.provenance import provenance_path
 
     # A corrupt session file is reported once (stderr) and the healthy ones are shown.
     sessions = (
@@ -254,10 +252,7 @@ def status_command(
         else store.load_readable(ids, lambda exc: click.echo(f"skipping: {exc}", err=True))
     )
     _print_status(api.status(store, session_ids=[s.session_id for s in sessions]))
-    # Where each session's plan came from (oellm_autoexp.provenance).
-    from oellm_autoexp.provenance import provenance_path
-
-    for session in sessions:
+    for session in sessions:  # where each session's plan came from
         record = provenance_path(session.plan)
         if record is not None:
             click.echo(f"session {session.session_id}: provenance {record}")

@@ -1,0 +1,133 @@
+"""The pytest plugin as a CI gate: a real inner pytest session (pytester) compiles a kernel for
+cuda:80 on CPU through the compile-only driver; commit, compare, change, compare again."""
+
+from __future__ import annotations
+
+import json
+import linecache
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Imported here, before any inner session: pytester's in-process runs restore sys.modules
+# afterwards, and torch cannot be imported a second time into one process.
+import torch  # noqa: F401
+import triton  # noqa: F401
+
+pytest_plugins = ("pytester",)
+
+KERNEL_TEST = """
+import torch
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+
+from triton_invariance.compile_only import compile_only
+
+
+@triton.jit
+def gate_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+def test_kernel_runs():
+    x = torch.ones(1024)
+    with compile_only(GPUTarget("cuda", 80, 32)):
+        gate_add[(4,)](x, x, torch.empty(1024), 1024, BLOCK=256)
+        gate_add[(8,)](x, x, torch.empty(1024), 1024, BLOCK=128, num_warps=2)
+"""
+
+
+@pytest.fixture
+def gate(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(pytester.path / "triton-cache"))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    pytester.makepyfile(test_gate=KERNEL_TEST)
+    return pytester.path / "fingerprints"
+
+
+def _run(pytester: pytest.Pytester, mode: str, directory: Path) -> pytest.RunResult:
+    linecache.clearcache()  # Triton reads the kernel's source through inspect / linecache
+    return pytester.runpytest(
+        f"--triton-invariance={mode}",
+        "--triton-invariance-dir",
+        str(directory),
+        "-p",
+        "no:cacheprovider",
+    )
+
+
+def test_commit_then_compare_then_a_change_fails_the_session(
+    pytester: pytest.Pytester, gate: Path
+) -> None:
+    committed = _run(pytester, "commit", gate)
+    committed.assert_outcomes(passed=1)
+    assert committed.ret == 0
+    committed.stdout.fnmatch_lines(["*committed 2 kernel variant(s) to*: 2 created*"])
+    files = sorted(gate.glob("gate_add_*.json"))
+    assert len(files) == 2  # BLOCK=256/4 warps and BLOCK=128/2 warps: two variants
+    configs = sorted(json.loads(f.read_text())["config"]["num_warps"] for f in files)
+    assert configs == [2, 4]
+
+    same = _run(pytester, "compare", gate)
+    same.assert_outcomes(passed=1)
+    assert same.ret == 0
+    same.stdout.fnmatch_lines(["*triton-invariance compare passed: 2/2*"])
+
+    pytester.makepyfile(test_gate=KERNEL_TEST.replace("x + y", "x - y"))
+    changed = _run(pytester, "compare", gate)
+    changed.assert_outcomes(passed=1)  # every test passed, the gate still fails the session
+    assert changed.ret == pytest.ExitCode.TESTS_FAILED
+    changed.stdout.fnmatch_lines(
+        [
+            "*MISMATCH gate_add_*",
+            "*changed: computation_dag_hash*",
+            "*before `*arith.addf*`, after `*arith.subf*`*",
+            "*triton-invariance compare FAILED: 0/2*",
+        ]
+    )
+
+
+def test_compare_without_baselines_fails_naming_each_variant(
+    pytester: pytest.Pytester, gate: Path
+) -> None:
+    result = _run(pytester, "compare", gate)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*MISSING gate_add_*: no baseline in*"] * 2)
+
+
+def test_bad_mode_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--triton-invariance=check")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--triton-invariance: invalid choice: 'check'*"])
+
+
+PROBE_CONFTEST = """
+import sys
+
+def pytest_unconfigure(config):
+    with open("modules.txt", "w") as f:
+        f.write(str("triton" in sys.modules))
+"""
+
+
+def test_the_plugin_is_off_and_imports_nothing_unless_asked(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(PROBE_CONFTEST)
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_nothing.py"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (pytester.path / "modules.txt").read_text() == "False"
+    assert "triton-invariance" not in done.stdout
