@@ -202,6 +202,27 @@ def read_new(path: str | Path, offset: int, *, size: int | None = None) -> tuple
     return text.splitlines(), offset
 
 
+def _pread_regular(path: str | Path, offset: int, length: int) -> bytes:
+    """`length` bytes at `offset` of `path` if it is a regular file, else nothing.
+
+    os.open + pread: no buffered file object per job and poll (a third of the read cost).
+    Non-blocking, and only a regular file is read: a log path that is (or became) a directory,
+    FIFO or device reads as "nothing new" instead of crashing or hanging a poll.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.pread(fd, length, offset)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> tuple[str, int]:
     """`read_new` as one text (complete lines only); the per-poll form, split only if needed."""
     if size is None:
@@ -213,21 +234,7 @@ def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> 
         offset = 0
     if size == offset:
         return "", offset
-    # os.open + pread: no buffered file object per job and poll (a third of the read cost).
-    # Non-blocking, and only a regular file is read: a log path that is (or became) a
-    # directory, FIFO or device reads as "nothing new" instead of crashing or hanging a poll.
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return "", offset
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return "", offset
-        data = os.pread(fd, min(size - offset, MAX_READ_BYTES), offset)
-    except OSError:
-        return "", offset
-    finally:
-        os.close(fd)
+    data = _pread_regular(path, offset, min(size - offset, MAX_READ_BYTES))
     end = data.rfind(b"\n")
     if end < 0:
         return "", offset
