@@ -145,14 +145,6 @@ def plan(
         write_provenance(result.plan.plan_dir, record)
     for note in notes:
         (say.warning if note.startswith("warning") else say.info)(note)
-    if source is not None:  # provenance.json next to plan.json: where this plan came from
-        from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
-
-        given = ConfigSource(source, tuple(overrides), str(config_dir) if config_dir else None)
-        record = collect_provenance(
-            given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
-        )
-        write_provenance(result.plan.plan_dir, record)
     return result
 
 

@@ -102,18 +102,23 @@ def test_a_hostile_config_file_is_one_line_exit_2(
     assert err.startswith(f"oellm-autoexp: error: {path}{expected}"), err
 
 
-def test_a_fifo_in_a_defaults_tree_does_not_hang_plan(tmp_path: Path) -> None:
-    # Hydra composition used to read every *.yaml below the folder: one FIFO blocked forever.
-    (tmp_path / "main.yaml").write_text(yaml.safe_dump({"defaults": ["_self_"], **_config()}))
-    os.mkfifo(tmp_path / "stale.yaml")
-    done = subprocess.run(
-        [str(EXE), "plan", str(tmp_path / "main.yaml"), "--test-only", "never"],
+def _plan_subprocess(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`plan <folder>/main.yaml` in its own process: a hang fails by timeout, not forever."""
+    return subprocess.run(
+        [str(EXE), "plan", str(folder / "main.yaml"), *args],
         capture_output=True,
         text=True,
         check=False,
         timeout=60,
-        cwd=tmp_path,
+        cwd=folder,
     )
+
+
+def test_a_fifo_in_a_defaults_tree_does_not_hang_plan(tmp_path: Path) -> None:
+    # Hydra composition used to read every *.yaml below the folder: one FIFO blocked forever.
+    (tmp_path / "main.yaml").write_text(yaml.safe_dump({"defaults": ["_self_"], **_config()}))
+    os.mkfifo(tmp_path / "stale.yaml")
+    done = _plan_subprocess(tmp_path, "--test-only", "never")
     assert done.returncode == 2
     assert (
         done.stderr == f"oellm-autoexp: error: {tmp_path / 'stale.yaml'}: not a regular file "
@@ -173,6 +178,18 @@ def _plan_config(
 @pytest.mark.parametrize(
     ("section", "expected"),
     [
+        (
+            {
+                "restart_policies": [
+                    {
+                        "class_name": "CheckpointRestartPolicy",
+                        "checkpoint_glob": "{output_dir.__class__}/x",
+                    }
+                ]
+            },
+            "checkpoint_glob: bad template '{output_dir.__class__}/x': {output_dir.__class__}: "
+            "attribute and index access are not allowed",
+        ),
         (
             {"sweep": {"axes": {"lr": [1, 2]}, "name_template": "{lr.__class__}"}},
             "sweep.name_template: cannot render '{lr.__class__}' for job 0: ValueError "
@@ -266,6 +283,7 @@ def _plan_config(
         ),
     ],
     ids=[
+        "checkpoint-glob-attribute",
         "attribute-access",
         "index-access",
         "argv-attribute-access",
@@ -340,14 +358,7 @@ def test_hydra_user_warnings_do_not_reach_the_user_when_composition_fails(tmp_pa
     (tmp_path / "grp").mkdir()
     (tmp_path / "grp" / "o.yaml").write_text("a: 1\n")
     (tmp_path / "main.yaml").write_text(yaml.safe_dump({"defaults": [{"grp": "o"}], **_config()}))
-    done = subprocess.run(
-        [str(EXE), "plan", str(tmp_path / "main.yaml"), "no.such.key=1"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-        cwd=tmp_path,
-    )
+    done = _plan_subprocess(tmp_path, "no.such.key=1")
     assert done.returncode == 2
     assert "UserWarning" not in done.stderr and "warnings.warn" not in done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
