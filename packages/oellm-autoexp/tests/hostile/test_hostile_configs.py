@@ -36,6 +36,14 @@ def _billion_laughs() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _alias_chain() -> str:
+    lines = ["a: &a " + "[" * 30 + "]" * 30]
+    for i in range(40):
+        previous = f"b{i - 1}" if i else "a"
+        lines.append(f"b{i}: &b{i} " + "[" * 30 + f"*{previous}" + "]" * 30)
+    return "\n".join(lines) + "\n"
+
+
 def _write(text: str | bytes) -> Callable[[Path], Path]:
     def make(folder: Path) -> Path:
         path = folder / "bad.yaml"
@@ -70,6 +78,11 @@ def _directory(folder: Path) -> Path:
 FILE_CORPUS = [
     ("alias-bomb", _write(_billion_laughs()), ":7:4: more YAML nodes once aliases are expanded"),
     ("recursive-alias", _write("a: &x [*x]\n"), ":1:4: recursive alias"),
+    (
+        "alias-chain-depth",  # each document level is shallow; the expanded nesting is not
+        _write(_alias_chain()),
+        ":2:5: nested too deeply once aliases are expanded (limit 64;",
+    ),
     ("deep-flow", _write("a: " + "[" * 5000 + "]" * 5000 + "\n"), ":1:67: nested too deeply"),
     (
         "deep-block",

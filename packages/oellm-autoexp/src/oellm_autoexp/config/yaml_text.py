@@ -139,39 +139,54 @@ def _short(text: str, keep: int = 40) -> str:
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
-    """Count nodes as if every alias were copied out (memoised: linear in the file)."""
-    budget = limit("MAX_YAML_NODES")
-    sizes: dict[int, int] = {}
+    """Count nodes and nesting as if every alias were copied out (memoised: linear in the file).
+
+    Aliases can nest a node inside itself many times over (``b: [*a]``, ``c: [*b]``, ...), so
+    the document's own nesting is not what OmegaConf will recurse through: this is.
+    """
+    budget, deepest = limit("MAX_YAML_NODES"), limit("MAX_YAML_DEPTH")
+    known: dict[int, tuple[int, int]] = {}  # id -> (expanded size, expanded height)
     in_progress: set[int] = set()
 
-    def size(node: yaml.Node) -> int:
+    def refuse(problem: str, node: yaml.Node) -> YamlLimitError:
+        return YamlLimitError(None, None, problem, node.start_mark)
+
+    def walk(node: yaml.Node, level: int) -> tuple[int, int]:
         key = id(node)
-        if key in sizes:
-            return sizes[key]
         if key in in_progress:
-            raise YamlLimitError(None, None, "recursive alias", node.start_mark)
+            raise refuse("recursive alias", node)
+        size, height = known.get(key) or _measure(node, level)
+        if level + height > deepest:
+            raise refuse(
+                f"nested too deeply once aliases are expanded ({limit_hint('MAX_YAML_DEPTH')})",
+                node,
+            )
+        return size, height
+
+    def _measure(node: yaml.Node, level: int) -> tuple[int, int]:
+        key = id(node)
         in_progress.add(key)
-        total = 1
         children: list[yaml.Node] = []
         if isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
         elif isinstance(node, yaml.SequenceNode):
             children = list(node.value)
+        size, height = 1, 0
         for child in children:
-            total += size(child)
-            if total > budget:
-                raise YamlLimitError(
-                    None,
-                    None,
+            child_size, child_height = walk(child, level + 1)
+            size += child_size
+            height = max(height, child_height + 1)
+            if size > budget:
+                raise refuse(
                     "more YAML nodes once aliases are expanded than the "
                     + limit_hint("MAX_YAML_NODES"),
-                    node.start_mark,
+                    node,
                 )
         in_progress.discard(key)
-        sizes[key] = total
-        return total
+        known[key] = (size, height)
+        return size, height
 
-    size(root)
+    walk(root, 1)
 
 
 NoBase60Loader.yaml_implicit_resolvers = {
