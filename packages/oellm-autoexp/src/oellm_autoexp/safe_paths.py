@@ -66,3 +66,38 @@ def _require_real_dir(path: Path, root: Path) -> None:
         )
     if not stat.S_ISDIR(info.st_mode):
         raise ConfigError(f"{path} exists and is not a directory", key="project.base_output_dir")
+
+
+def read_regular_text(path: Path, *, max_bytes: int | None, limit_name: str = "") -> str:
+    """The UTF-8 text of `path` if it is a regular file (or a link to one) of at most `max_bytes`.
+
+    Opened non-blocking and checked with fstat before reading: a FIFO, a device (/dev/zero) or
+    a directory is a `ConfigError` naming the file instead of a hang, a 100 % CPU read or a
+    traceback. `limit_name` names the limit to raise (`oellm_autoexp.limits`) in the message.
+    """
+    from oellm_autoexp.limits import limit_hint
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("not a regular file (a FIFO, device or directory)", file=path)
+        if max_bytes is not None and info.st_size > max_bytes:
+            hint = limit_hint(limit_name) if limit_name else f"limit {max_bytes:,}"
+            raise ConfigError(
+                f"file of {info.st_size:,} bytes is larger than the {hint}", file=path
+            )
+        chunks = []
+        while chunk := os.read(fd, 1 << 24):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}); save it as UTF-8", file=path
+        ) from None

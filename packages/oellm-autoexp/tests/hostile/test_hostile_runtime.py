@@ -195,10 +195,14 @@ def test_one_corrupt_session_file_does_not_hide_the_healthy_ones(
     healthy = _session(tmp_path)
     store.save(healthy)
     (state / "broken.json").write_text("{not json")
+    (state / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    os.mkfifo(state / "fifo.json")  # would block a plain open() forever
     assert main(["status", "--state-dir", str(state)]) == 0
     out = capsys.readouterr()
     assert "job0" in out.out
     assert f"skipping: {state / 'broken.json'}: not valid JSON" in out.err
+    assert f"skipping: {state / 'deep.json'}: JSON nested too deeply" in out.err
+    assert f"skipping: {state / 'fifo.json'}: not a regular file" in out.err
     rows = api.status(store)
     assert [r.name for r in rows] == ["job0"]
     # monitor --monitor-all polls the healthy session and reports the corrupt one

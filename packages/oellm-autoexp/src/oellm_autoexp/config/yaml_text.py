@@ -20,6 +20,7 @@ import yaml
 
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.limits import limit, limit_hint
+from oellm_autoexp.safe_paths import read_regular_text
 
 # YAML 1.1 int/float without the base-60 alternatives (everything else as in PyYAML).
 _INT = re.compile(
@@ -239,33 +240,12 @@ def dump_text(data: Any) -> str:
 def read_config_text(path: Path) -> str:
     """The text of one config file: a regular file (or a link to one), UTF-8, size-limited.
 
-    Opened non-blocking and checked with fstat before reading, so a FIFO, a device such as
-    /dev/zero or a directory is refused instead of hanging or filling memory.
+    A FIFO, a device such as /dev/zero or a directory is refused instead of hanging or filling
+    memory (`safe_paths.read_regular_text`).
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=path) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError("not a regular file (a FIFO, device or directory)", file=path)
-        cap = limit("MAX_CONFIG_BYTES")
-        if info.st_size > cap:
-            raise ConfigError(
-                f"file of {info.st_size:,} bytes is larger than the "
-                + limit_hint("MAX_CONFIG_BYTES"),
-                file=path,
-            )
-        data = os.read(fd, cap + 1)
-    finally:
-        os.close(fd)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"not UTF-8 text (byte {exc.start}); save it as UTF-8", file=path
-        ) from None
+    return read_regular_text(
+        path, max_bytes=limit("MAX_CONFIG_BYTES"), limit_name="MAX_CONFIG_BYTES"
+    )
 
 
 def tree_yaml_files(directory: Path) -> list[Path]:

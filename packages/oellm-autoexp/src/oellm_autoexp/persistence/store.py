@@ -19,9 +19,9 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from oellm_autoexp.atomic import write_text_atomic
-from oellm_autoexp.errors import AutoexpUsageError
+from oellm_autoexp.errors import AutoexpUsageError, ConfigError
 from oellm_autoexp.persistence.session import SESSION_FORMAT, SESSION_VERSION, Session
-from oellm_autoexp.safe_paths import make_dirs_inside
+from oellm_autoexp.safe_paths import make_dirs_inside, read_regular_text
 
 STATE_DIR_NAME = "monitoring_state"
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -97,21 +97,23 @@ class SessionStore:
     def load(self, session_id: str) -> Session:
         """Read a session; missing, corrupt or foreign files are one-line usage errors."""
         path = self.path(session_id)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not path.exists():
             known = ", ".join(self.ids()) or "none"
             raise SessionNotFoundError(
                 f"no session {session_id!r} in {self.state_dir} (known: {known})"
-            ) from None
-        except OSError as exc:
-            raise SessionCorruptError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            )
+        try:  # never blocks on a FIFO planted in a shared state dir
+            text = read_regular_text(path, max_bytes=None)
+        except ConfigError as exc:
+            raise SessionCorruptError(str(exc)) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SessionCorruptError(
                 f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
             ) from None
+        except RecursionError:
+            raise SessionCorruptError(f"{path}: JSON nested too deeply") from None
         if not isinstance(data, dict) or data.get("format") != SESSION_FORMAT:
             raise SessionCorruptError(
                 f'{path}: not an oellm-autoexp session file (expected "format": "{SESSION_FORMAT}")'
