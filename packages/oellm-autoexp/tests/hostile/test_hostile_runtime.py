@@ -210,7 +210,9 @@ def test_one_corrupt_session_file_does_not_hide_the_healthy_ones(
     assert [s.session_id for s in result.sessions] == [healthy.session_id]
 
 
-def test_a_locked_session_names_the_pid_holding_it(tmp_path: Path) -> None:
+def test_a_locked_session_names_the_pid_holding_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     state = tmp_path / "state"
     store = SessionStore(state)
     session = _session(tmp_path)
@@ -238,6 +240,10 @@ def test_a_locked_session_names_the_pid_holding_it(tmp_path: Path) -> None:
         # Not explicit (what `monitor CONFIG` does): every session is locked -> an error, exit 2
         with pytest.raises(SessionLockedError, match=f"PID {holder.pid} on "):
             api.monitor_once(store, _fake())
+        # ... and through the CLI (no SLURM command runs before the lock is tried)
+        assert main(["monitor", "--monitor-all", "--once", "--state-dir", str(state)]) == 2
+        err = capsys.readouterr().err
+        assert f"is being monitored by another process (PID {holder.pid} on " in err
     finally:
         holder.kill()
         holder.wait()
