@@ -60,6 +60,7 @@ def test_megatron_nan_iteration_is_a_failure_at_that_iteration() -> None:
         "Epoch 0:  30%|###  | 3/10 [00:01<00:02, 2.9it/s, v_num=0, train_loss=nan]",
         "step=3 loss = -inf",
         "iter 3: grad_norm: nan",
+        '{"step": 3, "loss": null, "failure": "non-finite grad norm at step 3"}',
     ],
 )
 def test_default_failure_patterns_catch_nonfinite_losses(line: str) -> None:

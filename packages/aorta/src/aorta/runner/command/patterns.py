@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Final
 
 # `loss: nan`, `lm loss: inf`, `"loss": NaN` (json), `'loss': nan` (Hugging Face dicts),
-# `train_loss=nan` (Lightning), `loss = -inf`; likewise for the grad norm.
-_NONFINITE: Final = r"""["']?\s*[:=]\s*["']?[-+]?(?:nan|inf(?:inity)?)\b"""
+# `train_loss=nan` (Lightning), `loss = -inf`, `"loss": null` (strict JSON writers); likewise
+# for the grad norm.
+_NONFINITE: Final = r"""["']?\s*[:=]\s*["']?[-+]?(?:nan|inf(?:inity)?|null)\b"""
 
 DEFAULT_FAILURE_PATTERNS: Final[tuple[str, ...]] = (
     r"(?i)\b(?:[a-z_]*loss)\b" + _NONFINITE,

@@ -13,7 +13,8 @@ Presets (`clock: log`: the step time is the number the command printed):
   4.20it/s]` or `s/it`; tqdm's smoothed rate) and their loss lines (`{'loss': 2.3, ...}`,
   `train_loss=2.3`). A step is counted when the step number changes.
 * `jsonl`: one JSON object per line with `step` and `step_time_ms` (or `step_time_s`) and
-  optionally `loss` (`NaN`/`Infinity`/`null` for a non-finite loss).
+  optionally `loss` (`NaN`/`Infinity`/`null` for a non-finite loss); a line with a `loss` but
+  no step time is a loss line.
 """
 
 from __future__ import annotations
@@ -174,8 +175,8 @@ class JsonlSteps:
             if ms is None:
                 seconds = _json_number(record.get("step_time_s"))
                 ms = seconds * 1000.0 if seconds is not None else None
-            if ms is None:
-                continue
+            if ms is None and "loss" not in record:
+                continue  # a line with neither a step time nor a loss says nothing here
             step = record.get("step")
             has_loss = "loss" in record
             raw_loss = record.get("loss")
