@@ -17,7 +17,8 @@ reader-facing ones):
   brackets, also in percent (`50% [22-78]`, with an en dash in the output). Rates that would
   round to 0 % or 100 % without being exactly that read `<1` / `>99`, so a rare failure is
   never shown as "0%".
-- Trials is `failed / run`; when fewer trials ran than were requested it reads `1 / 6 of 8`.
+- Trials is `failed / measured` (measured = passed + failed); errored trials follow in brackets
+  (`3 / 7 (+1 error)`); when fewer trials ran than were requested it reads `1 / 6 of 8`.
 - p vs baseline is the two-sided Fisher exact p-value, three decimals, `<0.001` below that, `—`
   where there is nothing to compare (the baseline row, errored cells, errored baseline).
 - Missing numbers read `n/a` (never `—`, which in the Confound column means "trust it").
@@ -32,11 +33,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.matrix import Matrix, MatrixRow
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
@@ -60,8 +62,6 @@ REPORT_SCHEMA_VERSION = 1
 MARKDOWN_NAME = "matrix.md"
 JSON_NAME = "matrix.json"
 
-_DIR_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"  # no ':' in directory names (Windows, scp, make)
-_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _MISSING = "n/a"
 _NO_COMPARISON = "\u2014"  # em dash, as the spec's p / confound columns use it
 _NOT_RUN = "not run"
@@ -91,12 +91,6 @@ class MatrixReport:
 # --------------------------------------------------------------------------- layout
 
 
-def _utc(now: datetime) -> datetime:
-    # A naive datetime is taken as UTC already: converting it with astimezone() would treat it
-    # as local time and shift the directory name by the machine's UTC offset.
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-
-
 def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path, str]:
     """Create `<output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/`.
 
@@ -111,10 +105,9 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         problem = safe_name_problem(name)
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    stamp = _utc(now)
     parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, stamp.strftime(_DIR_TIME_FORMAT))
-    return run_dir, stamp.strftime(_ISO_TIME_FORMAT)
+    run_dir = create_run_dir(parent, dir_stamp(now))
+    return run_dir, iso_stamp(now)
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:
@@ -240,11 +233,13 @@ def _nan_rate_text(row: MatrixRow) -> str:
 
 def _trials_text(row: MatrixRow) -> str:
     stats = row.stats
-    if stats.error is not None:
+    if stats.error is not None and not stats.trials_run:
         return _MISSING
-    text = f"{stats.failed_count} / {stats.trials_run}"
+    text = f"{stats.failed_count} / {stats.measured_count}"
     if stats.trials_run < stats.trials_requested:
         text += f" of {stats.trials_requested}"
+    if stats.error_count:
+        text += f" (+{stats.error_count} error{'s' if stats.error_count > 1 else ''})"
     return text
 
 
@@ -410,9 +405,13 @@ def _notes(report: MatrixReport) -> list[str]:
     bullets = [
         "Rows are named by the recipe; the Mitigations and Environment columns say what each "
         "cell actually ran with.",
-        f"NaN rate is failed trials over trials run; the bracket is its {confidence} Wilson "
-        "interval in percent. Trials reads `failed / run` (`of N` when fewer than N requested "
-        "trials ran).",
+        "Each trial is passed, failed (the failure under study fired: non-finite loss or grad "
+        "norm, or a workload-declared failure) or an error (it could not measure: crashed "
+        "before its first step, import or setup error, killed, out of memory). Errors are "
+        "counted apart and left out of every rate, test and timing.",
+        f"NaN rate is failed trials over measured (passed + failed) trials; the bracket is its "
+        f"{confidence} Wilson interval in percent. Trials reads `failed / measured` (`of N` "
+        "when fewer than N requested trials ran, `(+K errors)` for errored trials).",
         "p vs baseline is the two-sided Fisher exact p-value of the cell's failure count "
         f"against the baseline's; below {matrix.alpha:g} the difference is unlikely to be "
         "chance. `\u2014` means there is nothing to compare.",
