@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aorta.errors import UnknownMitigationError
@@ -31,14 +32,19 @@ class ResolvedRequest:
         return any(m.process_scoped for m in self.mitigations)
 
 
+def resolve_mitigations(names: Sequence[str]) -> tuple[Mitigation, ...]:
+    """The registry entries of `names`, in order; raises `UnknownMitigationError`."""
+    catalog = load_mitigations()
+    unknown = [name for name in names if name not in catalog]
+    if unknown:
+        raise UnknownMitigationError(unknown[0], list(catalog))
+    return tuple(catalog[name] for name in names)
+
+
 def resolve_request(request: RunRequest) -> ResolvedRequest:
     """Resolve names through the registry; raises the `Unknown*Error`s on bad names."""
     workload = get_workload(request.workload)
-    catalog = load_mitigations()
-    unknown = [name for name in request.mitigations if name not in catalog]
-    if unknown:
-        raise UnknownMitigationError(unknown[0], list(catalog))
-    mitigations = tuple(catalog[name] for name in request.mitigations)
+    mitigations = resolve_mitigations(request.mitigations)
     environment = (
         request.environment
         if isinstance(request.environment, Environment)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from aorta.registry.models import Environment, Mitigation
 from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
+
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
 
 __all__ = ["dump_resolved_yaml", "recipe_from_resolved", "resolved_recipe_dict"]
 
@@ -50,7 +53,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "source": None if recipe.source is None else str(recipe.source),
         "sha256": recipe.sha256,
         "ticket": recipe.ticket,
-        "workload": {"name": recipe.workload, "source_package": recipe.workload_source_package},
+        "workload": _workload_dict(recipe),
         "trials": recipe.trials,
         "steps": recipe.steps,
         "confound": {"threshold": recipe.confound.threshold, "baseline_cell": recipe.baseline},
@@ -66,10 +69,21 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
                 "trials": cell.trials,
                 "steps": cell.steps,
                 "env": dict(cell.env),
+                **({"command_args": list(cell.command_args)} if cell.command_args else {}),
             }
             for cell in recipe.cells
         ],
     }
+
+
+def _workload_dict(recipe: Recipe) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": recipe.workload,
+        "source_package": recipe.workload_source_package,
+    }
+    if recipe.command is not None:
+        data["command"] = recipe.command.to_dict()
+    return data
 
 
 def dump_resolved_yaml(recipe: Recipe) -> str:
@@ -100,6 +114,7 @@ def _cell(data: Mapping[str, Any]) -> Cell:
         steps=data["steps"],
         env=data["env"],
         mitigation_entries=mitigations,
+        command_args=tuple(data.get("command_args", ())),
     )
 
 
@@ -122,4 +137,15 @@ def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = N
         source=None if source is None else Path(source),
         sha256=data.get("sha256"),
         workload_source_package=data["workload"].get("source_package"),
+        command=_command(data["workload"].get("command")),
     )
+
+
+def _command(data: Mapping[str, Any] | None) -> CommandSpec | None:
+    # Parsed again (it was valid when written): the executable is checked once more, so a
+    # resumed run whose program has gone away fails before any trial, with one line.
+    if data is None:
+        return None
+    from aorta.runner.command.spec import parse_command_spec
+
+    return parse_command_spec(data, where="recipe.resolved.yaml: workload")

@@ -7,10 +7,11 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from aorta.errors import (
     UnknownEnvironmentError,
@@ -37,9 +38,22 @@ from aorta.triage.recipe.model import (
     Recipe,
 )
 
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
+
 _TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
 _CONFOUND_KEYS = ("threshold", "baseline_cell")
-_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
+_CELL_KEYS = (
+    "name",
+    "mitigations",
+    "environment",
+    "trials",
+    "steps",
+    "extra_env",
+    "command_args",
+)
+# The workload name of a command workload (in run directories and trial JSONs).
+COMMAND_WORKLOAD = "command"
 _INLINE_ENV_KEYS = ("docker",)
 _MAX_REPR = 80
 
@@ -175,6 +189,56 @@ def resolve_workload(where: Where, path: str, value: object, reg: Registry) -> W
     return reg.workloads[name]
 
 
+def command_workload(where: Where, path: str, value: Mapping[str, Any]) -> CommandSpec:
+    """A `workload: {command: [...], ...}` mapping, validated (see aorta.runner.command.spec)."""
+    from aorta.runner.command.spec import CommandSpecError, parse_command_spec
+
+    try:
+        return parse_command_spec(value, where=path)
+    except CommandSpecError as exc:
+        raise RecipeSchemaError(where.at(str(exc))) from None
+
+
+def any_workload(
+    where: Where, path: str, value: object, reg: Registry
+) -> tuple[str, str | None, CommandSpec | None]:
+    """(name, source package, command) of a registered workload name or a command mapping."""
+    if isinstance(value, Mapping):
+        return COMMAND_WORKLOAD, None, command_workload(where, path, value)
+    workload = resolve_workload(where, path, value, reg)
+    return workload.name, workload.source_package, None
+
+
+def command_args(
+    where: Where, path: str, value: object, command: CommandSpec | None
+) -> tuple[str, ...]:
+    """A cell's `command_args`: strings with known placeholders, for a command workload only."""
+    from aorta.runner.command.spec import CommandSpecError, check_placeholders
+
+    if command is None:
+        where.fail(path, "expected no command_args: the workload is not a command", value)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        where.fail(path, "expected a list of strings (arguments appended to the command)", value)
+    try:
+        check_placeholders(value, path)
+    except CommandSpecError as exc:
+        raise RecipeSchemaError(where.at(str(exc))) from None
+    return tuple(value)
+
+
+def check_command_environment(
+    where: Where, path: str, environment: Environment, command: CommandSpec | None
+) -> None:
+    """Command workloads run locally: a docker or venv environment is refused."""
+    if command is not None and environment.kind != "local":
+        where.fail(
+            path,
+            "expected a local environment: a command workload runs on this machine "
+            "(put docker or a venv's python in the command itself)",
+            environment.name,
+        )
+
+
 def resolve_mitigation(where: Where, path: str, value: object, reg: Registry) -> Mitigation:
     """The registered mitigation named `value`."""
     name = string(where, path, value)
@@ -262,7 +326,13 @@ def build_cell(
 
 
 def _cell_from_data(
-    where: Where, index: int, data: object, reg: Registry, trials: int, steps: int
+    where: Where,
+    index: int,
+    data: object,
+    reg: Registry,
+    trials: int,
+    steps: int,
+    command: CommandSpec | None,
 ) -> Cell:
     path = f"cells[{index}]"
     if not isinstance(data, Mapping):
@@ -290,7 +360,7 @@ def _cell_from_data(
         trials = positive_int(where, join_path(path, "trials"), data["trials"])
     if "steps" in data:
         steps = positive_int(where, join_path(path, "steps"), data["steps"])
-    return build_cell(
+    cell = build_cell(
         where,
         name=name,
         mitigations=mitigations,
@@ -300,6 +370,10 @@ def _cell_from_data(
         trials=trials,
         steps=steps,
     )
+    if "command_args" not in data:
+        return cell
+    args = command_args(where, join_path(path, "command_args"), data["command_args"], command)
+    return dataclasses.replace(cell, command_args=args)
 
 
 def _default_baseline(cells: Sequence[Cell]) -> str | None:
@@ -362,7 +436,9 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     ticket = None
     if data.get("ticket") is not None:
         ticket = ticket_name(where, "ticket", data["ticket"])
-    workload = resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
+    workload_name, source_package, command = any_workload(
+        where, "workload", require(where, "", data, "workload"), reg
+    )
     trials = positive_int(where, "trials", require(where, "", data, "trials"))
     steps = positive_int(where, "steps", require(where, "", data, "steps"))
 
@@ -373,11 +449,13 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         where.fail("cells", "expected a non-empty list of cells", cells_raw)
     cells: list[Cell] = []
     for index, item in enumerate(cells_raw):
-        cell = _cell_from_data(where, index, item, reg, trials, steps)
+        cell = _cell_from_data(where, index, item, reg, trials, steps, command)
         if any(c.name == cell.name for c in cells):
             where.fail(f"cells[{index}].name", "expected a unique cell name", cell.name)
         cells.append(cell)
 
+    for index, cell in enumerate(cells):
+        check_command_environment(where, f"cells[{index}].environment", cell.environment, command)
     explicit = confound_raw.get("baseline_cell")
     if explicit is not None:
         baseline = check_baseline(where, "confound.baseline_cell", explicit, cells)
@@ -393,7 +471,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     return Recipe(
         schema_version=version,
         ticket=ticket,
-        workload=workload.name,
+        workload=workload_name,
         trials=trials,
         steps=steps,
         confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit),
@@ -401,5 +479,6 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         baseline=baseline,
         source=source,
         sha256=sha256,
-        workload_source_package=workload.source_package,
+        workload_source_package=source_package,
+        command=command,
     )
