@@ -193,5 +193,5 @@ def test_live_step_callback_gets_the_last_step_of_each_chunk() -> None:
         b'"loss": 1.5}\n',
         1.0,
     )
-    assert seen == [(2, 1.5, 4.0)]
+    assert seen == [(1, 1.5, 4.0)]  # the second step line (counted from 0)
     assert math.isclose(scanner.state.losses[0], 2.0)  # type: ignore[arg-type]

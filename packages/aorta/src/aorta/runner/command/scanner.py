@@ -138,11 +138,9 @@ class OutputScanner:
             elif event is not None and event.has_loss and not is_finite(event.loss):
                 state.failure = Match("non-finite loss", _line_at(text, pos), state.last_step)
         if reported is not None:
-            self.on_step(
-                reported.step if reported.step is not None else state.steps_seen - 1,
-                state.last_loss,
-                reported.time_ms or 0.0,
-            )
+            # Progress counts step lines from 0 (a display of "step k/steps"), whatever
+            # numbering the command prints.
+            self.on_step(state.steps_seen - 1, state.last_loss, reported.time_ms or 0.0)
 
     def _record(self, event: StepEvent) -> None:
         state = self.state
