@@ -27,7 +27,6 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.02
@@ -47,10 +46,11 @@ class ProcInfo:
     start_ticks: int
 
 
-def read_proc(pid: int, proc_root: Path = Path("/proc")) -> ProcInfo | None:
+def read_proc(pid: int, proc_root: str = "/proc") -> ProcInfo | None:
     """One process's stat fields, or None when it is gone."""
     try:
-        raw = (proc_root / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+        with open(f"{proc_root}/{pid}/stat", "rb") as handle:  # noqa: PTH123 - hot path
+            raw = handle.read().decode("ascii", errors="replace")
     except OSError:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
@@ -58,13 +58,13 @@ def read_proc(pid: int, proc_root: Path = Path("/proc")) -> ProcInfo | None:
     return ProcInfo(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
-def all_processes(proc_root: Path = Path("/proc")) -> list[ProcInfo]:
-    """Every live (not zombie) process on the machine."""
+def all_processes(proc_root: str = "/proc", *, zombies: bool = False) -> list[ProcInfo]:
+    """Every process on the machine (zombies only when asked for)."""
     infos = []
-    for entry in proc_root.iterdir():
-        if entry.name.isdigit():
-            info = read_proc(int(entry.name), proc_root)
-            if info is not None and info.state not in ("Z", "X"):
+    for entry in os.listdir(proc_root):  # noqa: PTH208 - a few hundred entries per stop
+        if entry.isdigit():
+            info = read_proc(int(entry), proc_root)
+            if info is not None and (zombies or info.state not in ("Z", "X")):
                 infos.append(info)
     return infos
 
@@ -105,11 +105,14 @@ class TrialProcesses:
         self._since = main.start_ticks if main is not None else 0
         self._linux = main is not None
 
-    def members(self) -> list[ProcInfo]:
-        """Every live process of the trial, the main process included while it lives."""
+    def members(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
+        """Every live process of the trial, the main process included while it lives.
+
+        `procs`: a snapshot of `all_processes(zombies=True)` to use instead of a fresh one.
+        """
         if not self._linux:
             return self._group_only()
-        procs = all_processes()
+        procs = [p for p in (procs or all_processes()) if p.state not in ("Z", "X")]
         children: dict[int, list[ProcInfo]] = {}
         for info in procs:
             children.setdefault(info.ppid, []).append(info)
@@ -143,23 +146,24 @@ class TrialProcesses:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)
 
-    def _reap(self) -> None:
+    def _reap_and_list(self) -> list[ProcInfo]:
+        """Reap the trial's zombies; return its live members (one /proc scan)."""
         self.proc.poll()
-        # Orphans re-parented to aorta (the subreaper) are its children now: reap the zombies.
-        # Only pids that are this process's children can be waited for; others raise.
-        for entry in Path("/proc").iterdir() if self._linux else ():
-            if not entry.name.isdigit() or int(entry.name) == self.pid:
-                continue
-            info = read_proc(int(entry.name))
-            ours = info is not None and info.ppid == self._me and info.start_ticks >= self._since
-            if info is not None and ours and info.state == "Z":
+        if not self._linux:
+            return self._group_only()
+        procs = all_processes(zombies=True)
+        for info in procs:
+            # Orphans re-parented to aorta (the subreaper) are its children now: reap their
+            # zombies. Only pids that are this process's children can be waited for.
+            ours = info.ppid == self._me and info.start_ticks >= self._since
+            if ours and info.state == "Z" and info.pid != self.pid:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(info.pid, os.WNOHANG)
+        return self.members(procs)
 
     def _wait_gone(self, deadline: float) -> bool:
         while True:
-            self._reap()
-            if not self.members():
+            if not self._reap_and_list():
                 return True
             if time.monotonic() >= deadline:
                 return False
@@ -176,8 +180,7 @@ class TrialProcesses:
         return needed
 
     def _stop(self, grace: float) -> str | None:
-        self._reap()
-        if not self.members():
+        if not self._reap_and_list():
             return None
         self._signal_all(signal.SIGTERM)
         if self._wait_gone(time.monotonic() + grace):

@@ -9,11 +9,11 @@ longer line is scanned by its first `max_line` bytes and the rest of it is skipp
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from aorta.runner.command.patterns import ScanPattern
 from aorta.runner.command.steps import StepEvent, StepParser, is_finite
 from aorta.workloads.contract import StepCallback, ignore_step
 
@@ -55,10 +55,14 @@ def _line_at(text: str, pos: int) -> str:
     return text[start : end if end >= 0 else len(text)][:_RECORD_CHARS]
 
 
-def _first_match(patterns: Sequence[re.Pattern[str]], text: str) -> tuple[int, str] | None:
+def _first_match(
+    patterns: Sequence[ScanPattern], text: str, lowered: str
+) -> tuple[int, str] | None:
     best: tuple[int, str] | None = None
     for pattern in patterns:
-        match = pattern.search(text)
+        if not pattern.could_match(lowered):
+            continue
+        match = pattern.regex.search(text)
         if match is not None and (best is None or match.start() < best[0]):
             best = (match.start(), pattern.pattern)
     return best
@@ -69,8 +73,8 @@ class OutputScanner:
 
     def __init__(
         self,
-        failure_patterns: Sequence[re.Pattern[str]],
-        error_patterns: Sequence[re.Pattern[str]],
+        failure_patterns: Sequence[ScanPattern],
+        error_patterns: Sequence[ScanPattern],
         steps: StepParser | None,
         *,
         on_step: StepCallback = ignore_step,
@@ -115,8 +119,11 @@ class OutputScanner:
     def _scan(self, block: bytes, arrival: float) -> None:
         text = block.decode("utf-8", errors="replace").replace("\r", "\n")
         state = self.state
-        failure = _first_match(self.failure_patterns, text) if state.failure is None else None
-        error = _first_match(self.error_patterns, text) if state.error is None else None
+        lowered = text.lower()
+        failure = (
+            _first_match(self.failure_patterns, text, lowered) if state.failure is None else None
+        )
+        error = _first_match(self.error_patterns, text, lowered) if state.error is None else None
         if error is not None:
             state.error = Match(error[1], _line_at(text, error[0]), state.last_step)
         events = self.steps.events(text, arrival) if self.steps is not None else []

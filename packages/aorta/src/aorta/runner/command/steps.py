@@ -67,7 +67,7 @@ class RegexSteps:
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
-        found = []
+        found: list[tuple[int, StepEvent]] = []
         for match in self.pattern.finditer(text):
             seconds = parse_number(match.group("time"))
             if seconds is None:
@@ -101,7 +101,9 @@ class MegatronSteps:
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
-        found = []
+        found: list[tuple[int, StepEvent]] = []
+        if "elapsed time per iteration" not in text:  # skip the slow regex (see ScanPattern)
+            return found
         for match in _MEGATRON_LINE.finditer(text):
             loss = _MEGATRON_LOSS.search(match.group(0))
             found.append(
@@ -133,6 +135,8 @@ class HfSteps:
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
         found: list[tuple[int, StepEvent]] = []
+        if "it/s" not in text and "s/it" not in text and "loss" not in text:
+            return found
         for match in _TQDM.finditer(text):
             step = int(match.group("step"))
             rate = parse_number(match.group("rate")) or 0.0
@@ -163,7 +167,9 @@ class JsonlSteps:
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
-        found = []
+        found: list[tuple[int, StepEvent]] = []
+        if '"step"' not in text:
+            return found
         for match in _JSON_LINE.finditer(text):
             try:
                 record = json.loads(match.group(0))
@@ -209,7 +215,7 @@ class MarkerSteps:
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
-        found = []
+        found: list[tuple[int, StepEvent]] = []
         for match in self.pattern.finditer(text):
             found.append((match.start(), StepEvent((arrival - self._last) * 1000.0)))
             self._last = arrival

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -21,7 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
-from aorta.runner.command.patterns import DEFAULT_ERROR_PATTERNS, DEFAULT_FAILURE_PATTERNS
+from aorta.runner.command.patterns import (
+    DEFAULT_ERROR_PATTERNS,
+    DEFAULT_FAILURE_PATTERNS,
+    ScanPattern,
+)
 from aorta.runner.command.process import TrialProcesses, become_subreaper, start_trial_process
 from aorta.runner.command.scanner import Match, OutputScanner, ScanState
 from aorta.runner.command.spec import CommandSpec, compile_pattern
@@ -63,13 +66,19 @@ class CommandTrialOutcome:
     output_bytes: int = 0
 
 
-def compiled_patterns(spec: CommandSpec) -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
+def compiled_patterns(spec: CommandSpec) -> tuple[list[ScanPattern], list[ScanPattern]]:
     """(failure, error) patterns of a spec: the defaults (unless turned off), then its own."""
-    failure = (DEFAULT_FAILURE_PATTERNS if spec.default_patterns else ()) + spec.failure_patterns
-    error = (DEFAULT_ERROR_PATTERNS if spec.default_patterns else ()) + spec.error_patterns
+
+    def build(
+        defaults: tuple[tuple[str, tuple[str, ...]], ...], own: tuple[str, ...], key: str
+    ) -> list[ScanPattern]:
+        chosen = defaults if spec.default_patterns else ()
+        patterns = [ScanPattern(compile_pattern(p, key), needles) for p, needles in chosen]
+        return patterns + [ScanPattern(compile_pattern(p, key)) for p in own]
+
     return (
-        [compile_pattern(p, "failure_patterns") for p in failure],
-        [compile_pattern(p, "error_patterns") for p in error],
+        build(DEFAULT_FAILURE_PATTERNS, spec.failure_patterns, "failure_patterns"),
+        build(DEFAULT_ERROR_PATTERNS, spec.error_patterns, "error_patterns"),
     )
 
 
