@@ -136,6 +136,12 @@ def test_flag_mode_matrix_of_a_command_with_resume(tmp_path: Path) -> None:
     # Resume: a lost trial file is run again with its own seed, from recipe.resolved.yaml.
     (run_dir / "cells" / "none-local" / "trial_1.json").unlink()
     done = aorta("triage", "run", "--resume", str(run_dir), "--progress", "plain")
+    # A run directory may come from anyone: the command in it runs only when trusted.
+    assert done.returncode == 2 and "workload runs the command" in done.stderr
+    assert not (run_dir / "cells" / "none-local" / "trial_1.json").exists()
+    done = aorta(
+        "triage", "run", "--resume", str(run_dir), "--progress", "plain", "--trust-environments"
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     again = json.loads((run_dir / "cells" / "none-local" / "trial_1.json").read_text())
     assert again["seed"] == 1 and again["outcome"] == "passed"

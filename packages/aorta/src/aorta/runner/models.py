@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 from aorta.errors import AortaUsageError
-from aorta.registry.models import Environment
+from aorta.registry.models import Environment, Mitigation
 
 if TYPE_CHECKING:  # the command engine is loaded only when a command workload runs
     from aorta.runner.command.spec import CommandSpec
@@ -48,6 +48,9 @@ class RunRequest:
     command: CommandSpec | None = None
     command_args: tuple[str, ...] = ()
     cell: str = ""  # the triage cell, for the command's {cell} placeholder
+    # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
+    # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
+    pinned_mitigations: tuple[Mitigation, ...] = ()
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -70,6 +73,12 @@ class RunRequest:
                     f"got {list(self.trial_ids)}"
                 )
             object.__setattr__(self, "trial_ids", ids)
+        pinned = tuple(m.name for m in self.pinned_mitigations)
+        if pinned and pinned != self.mitigations:
+            raise AortaUsageError(
+                f"pinned_mitigations {list(pinned)} do not match mitigations "
+                f"{list(self.mitigations)}"
+            )
 
     def selected_trials(self) -> tuple[int, ...]:
         """The ids of the trials this request runs, in order."""

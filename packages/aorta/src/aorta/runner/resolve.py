@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from aorta.errors import UnknownMitigationError
@@ -32,23 +31,29 @@ class ResolvedRequest:
         return any(m.process_scoped for m in self.mitigations)
 
 
-def resolve_mitigations(names: Sequence[str]) -> tuple[Mitigation, ...]:
-    """The registry entries of `names`, in order; raises `UnknownMitigationError`."""
+def request_mitigations(request: RunRequest) -> tuple[Mitigation, ...]:
+    """The request's mitigation entries: the pinned ones when it has them (a re-run or resumed
+    triage run), else the registry's; raises `UnknownMitigationError` on a bad name."""
+    if request.pinned_mitigations:
+        return request.pinned_mitigations
     catalog = load_mitigations()
-    unknown = [name for name in names if name not in catalog]
+    unknown = [name for name in request.mitigations if name not in catalog]
     if unknown:
         raise UnknownMitigationError(unknown[0], list(catalog))
-    return tuple(catalog[name] for name in names)
+    return tuple(catalog[name] for name in request.mitigations)
 
 
 def resolve_request(request: RunRequest) -> ResolvedRequest:
-    """Resolve names through the registry; raises the `Unknown*Error`s on bad names."""
+    """Resolve names through the registry; raises the `Unknown*Error`s on bad names.
+
+    Pinned mitigations (`RunRequest.pinned_mitigations`) are used as they are.
+    """
     workload = get_workload(request.workload)
-    mitigations = resolve_mitigations(request.mitigations)
     environment = (
         request.environment
         if isinstance(request.environment, Environment)
         else get_environment(request.environment)
     )
+    mitigations = request_mitigations(request)
     env = merge_env(mitigations, request.extra_env)
     return ResolvedRequest(request, workload, mitigations, environment, env)

@@ -27,9 +27,9 @@ from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import distributed_rank, run_trials
 from aorta.timestamps import iso_stamp
-from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
+from aorta.triage.matrix import CellStats, aggregate_cell, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
-from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
+from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
     RESOLVED_NAME,
@@ -77,6 +77,8 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]
         command=recipe.command,
         command_args=cell.command_args,
         cell=cell.name,
+        # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
+        pinned_mitigations=cell.mitigation_entries,
     )
 
 
@@ -155,7 +157,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
                 else error_cell(cell.name, NOT_RUN, trials_requested=cell.trials)
             )
     ordered = [stats[c.name] for c in recipe.cells]
-    matrix = build_matrix(ordered, baseline=recipe.baseline, threshold=recipe.confound.threshold)
+    matrix = build_recipe_matrix(recipe, ordered)
     report = MatrixReport(
         recipe=recipe,
         matrix=matrix,
@@ -228,6 +230,7 @@ def resume_run(
     reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
+    trust_environments: bool = False,
 ) -> MatrixReport:
     """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
 
@@ -238,8 +241,13 @@ def resume_run(
     `env.json` files are kept (an environment never probed is probed before its first cell).
     Raises `AortaUsageError` when `run_dir` is not a triage run directory or another aorta
     process works in it, `TriageInterrupted` on Ctrl-C (after writing the partial matrix).
+    Everything read back is validated like a recipe; a run directory whose recipe would execute
+    something this machine's registry does not vouch for (a venv interpreter, a docker image,
+    changed mitigation variables, `LD_PRELOAD`-like variables) raises `UntrustedRecipeError`
+    unless `trust_environments` is set.
     """
     recipe = load_run_recipe(run_dir)
+    check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust_environments)
     rank, _ = distributed_rank()
     moment = now or datetime.now(UTC)
 

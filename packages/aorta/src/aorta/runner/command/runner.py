@@ -20,7 +20,7 @@ from aorta.runner.environ import merge_env
 from aorta.runner.in_process import utc_timestamp
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.reporting import TrialReporter
-from aorta.runner.resolve import resolve_mitigations
+from aorta.runner.resolve import request_mitigations
 from aorta.runner.trials import step_hook
 
 
@@ -63,7 +63,7 @@ def _check_request(request: RunRequest) -> CommandSpec:
 def run_command_trials(request: RunRequest, reporter: TrialReporter) -> list[TrialResult]:
     """Run the request's trials of its command workload (see `aorta.runner.run_trials`)."""
     spec = _check_request(request)
-    mitigations = resolve_mitigations(request.mitigations)
+    mitigations = request_mitigations(request)
     trial_env = merge_env(mitigations, request.extra_env)
     process_env = {**os.environ, **trial_env}
     request.output_dir.mkdir(parents=True, exist_ok=True)

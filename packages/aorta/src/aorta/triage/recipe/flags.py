@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aorta.registry.models import Environment
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -29,6 +29,7 @@ from aorta.triage.recipe.validation import (
     safe_name,
     string,
     ticket_name,
+    valid_alpha,
     valid_threshold,
 )
 
@@ -45,6 +46,7 @@ def recipe_from_flags(
     ticket: str | None = None,
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+    alpha: float = DEFAULT_ALPHA,
     command: Mapping[str, Any] | None = None,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
@@ -69,6 +71,7 @@ def recipe_from_flags(
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
     threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+    alpha = valid_alpha(where, "--alpha", alpha)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
@@ -122,7 +125,7 @@ def recipe_from_flags(
         workload=workload_name,
         trials=trials,
         steps=steps,
-        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell),
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell, alpha=alpha),
         cells=tuple(cells),
         baseline=baseline,
         source=None,

@@ -6,14 +6,15 @@ against programming errors of callers that build a `Recipe` by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from aorta.registry.models import Environment, Mitigation
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.matrix import CellStats, Matrix, build_matrix
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
@@ -41,6 +42,7 @@ class ConfoundSettings:
 
     threshold: float = DEFAULT_CONFOUND_THRESHOLD
     baseline_cell: str | None = None  # as written; `Recipe.baseline` is the resolved one
+    alpha: float = DEFAULT_ALPHA  # significance level of the failure-rate labels
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ class Recipe:
     workload_source_package: str | None = None
     # A command workload (`workload` is then "command"): what every trial runs.
     command: CommandSpec | None = None
+    # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
+    # and environments, which may come from another machine (see `trust`).
+    resolved: bool = False
 
     def __post_init__(self) -> None:
         names = [cell.name for cell in self.cells]
@@ -107,3 +112,13 @@ class Recipe:
     def baseline_cell(self) -> Cell:
         """The resolved baseline cell."""
         return self.cell(self.baseline)
+
+
+def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
+    """The matrix of `cells` judged as `recipe` says: its baseline, threshold and alpha."""
+    return build_matrix(
+        cells,
+        baseline=recipe.baseline,
+        threshold=recipe.confound.threshold,
+        alpha=recipe.confound.alpha,
+    )
