@@ -166,8 +166,8 @@ def test_three_cell_matrix_of_a_real_diverging_training_script(tmp_path: Path) -
     pytest.importorskip("torch")
     workload = {
         "command": [
-            sys.executable, DIVERGE, "--seed", "{seed}", "--steps", "{steps}", "--lr", "0.78",
-            "--out", "{output_dir}",
+            sys.executable, DIVERGE, "--seed", "{seed}", "--steps", "{steps}", "--lr", "0.85",
+            "--rows", "4096", "--clock", "cpu", "--out", "{output_dir}",
         ],
         "step_time": "jsonl",
         "hang_after": 120,
@@ -203,12 +203,15 @@ def test_three_cell_matrix_of_a_real_diverging_training_script(tmp_path: Path) -
     run_dir = only_run_dir(tmp_path / "out")
     cells_json = cells_of(run_dir)
     base, clip, sub = cells_json["baseline"], cells_json["clip"], cells_json["substeps"]
-    # At lr 0.78 seeds 0..4 all diverge (steps 18..27); both cures train all five.
+    # At lr 0.85 on 4096 rows seeds 0..4 all diverge (steps 16..21); both cures train all five.
     assert base["failed_count"] == 5 and clip["failed_count"] == 0 and sub["failed_count"] == 0
     assert clip["significant"] and sub["significant"]
     # Two updates per step: the speed confound flag; clipping costs next to nothing.
     assert str(sub["confound"]).startswith("speed (+")
-    assert clip["confound"] == "—"
+    # Clipping costs nothing measurable: no speed claim. With 5 trials the ratio's interval
+    # may still reach past the 1.15 threshold, and the label then says so ("speed?").
+    assert clip["step_time_ratio"] < 1.15 < sub["step_time_ratio"]
+    assert clip["confound"] == "—" or str(clip["confound"]).startswith("speed? (")
     trial = json.loads((run_dir / "cells" / "baseline" / "trial_0.json").read_text())
     assert trial["outcome"] == "failed" and "non-finite loss" in trial["failure"]
     assert trial["failed_at_step"] is not None and len(trial["step_times_ms"]) > 10
