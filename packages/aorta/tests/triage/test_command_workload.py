@@ -206,12 +206,11 @@ def test_three_cell_matrix_of_a_real_diverging_training_script(tmp_path: Path) -
     # At lr 0.85 on 4096 rows seeds 0..4 all diverge (steps 16..21); both cures train all five.
     assert base["failed_count"] == 5 and clip["failed_count"] == 0 and sub["failed_count"] == 0
     assert clip["significant"] and sub["significant"]
-    # Two updates per step: the speed confound flag; clipping costs next to nothing.
-    assert str(sub["confound"]).startswith("speed (+")
-    # Clipping costs nothing measurable: no speed claim. With 5 trials the ratio's interval
-    # may still reach past the 1.15 threshold, and the label then says so ("speed?").
-    assert clip["step_time_ratio"] < 1.15 < sub["step_time_ratio"]
-    assert clip["confound"] == "—" or str(clip["confound"]).startswith("speed? (")
+    # Two updates per step (about twice the work): flagged as a speed confound. Clipping costs
+    # far less; its own label depends on this machine's timing noise over 5 trials (measured
+    # here: "—" and "speed? (-1%, 95% CI 0.85-1.17)"), so only the order is asserted.
+    assert str(sub["confound"]).startswith("speed")
+    assert sub["step_time_ratio"] > 1.5 and clip["step_time_ratio"] < sub["step_time_ratio"]
     trial = json.loads((run_dir / "cells" / "baseline" / "trial_0.json").read_text())
     assert trial["outcome"] == "failed" and "non-finite loss" in trial["failure"]
     assert trial["failed_at_step"] is not None and len(trial["step_times_ms"]) > 10
