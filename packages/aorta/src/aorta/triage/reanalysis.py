@@ -21,6 +21,7 @@ from aorta.triage.output import MatrixReport, write_report
 from aorta.triage.recipe import Cell, build_recipe_matrix
 from aorta.triage.rundir import (
     archive_matrix,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -75,6 +76,7 @@ def reanalyze(
             interrupted=bool(previous.get("interrupted")),
             cells_not_run=not_run,
             resumed_at=tuple(previous.get("resumed_at", ())),
+            image_digests=image_digests(run_dir),
         )
         write_report(report)
     return report

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from aorta.atomic import write_json_atomic, write_text_atomic
 from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
+from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import distributed_rank, run_trials
 from aorta.timestamps import iso_stamp
@@ -32,8 +33,10 @@ from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_repor
 from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
+    IMAGE_FILE,
     RESOLVED_NAME,
     archive_matrix,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -60,6 +63,7 @@ class _Session:
     probed: set[str]  # environments with an env.json already
     earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
     resumed_at: tuple[str, ...] = ()
+    digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
 
 
 def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]) -> RunRequest:
@@ -91,6 +95,21 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
     return plans
 
 
+ERROR_FILE = "error.txt"
+_ERROR_LOG_TAIL_CHARS = 4000
+
+
+def _write_error_file(session: _Session, cell: Cell, reason: str, trace: str | None) -> None:
+    """`cells/<name>/error.txt`: every errored row of the matrix has a place to look."""
+    if not session.writer:
+        return
+    text = reason + "\n"
+    if trace:
+        text += f"\nlog tail of the first errored trial:\n{trace[-_ERROR_LOG_TAIL_CHARS:]}\n"
+    path = cell_dir(session.run_dir, cell.name) / ERROR_FILE
+    write_text_atomic(path, text, overwrite=True)  # a resume may error again
+
+
 def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     earlier = session.earlier.get(cell.name, [])
     if not plan.to_run:
@@ -99,8 +118,14 @@ def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
     try:
         results = run_trials(request, session.reporter)
     except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+        _write_error_file(session, cell, str(exc), None)
         return error_cell(cell.name, str(exc), trials_requested=cell.trials)
-    return aggregate_cell(cell.name, [*earlier, *results], trials_requested=cell.trials)
+    everything = [*earlier, *results]
+    stats = aggregate_cell(cell.name, everything, trials_requested=cell.trials)
+    if stats.error is not None:  # every trial errored
+        trace = next((r.traceback for r in everything if r.errored and r.traceback), None)
+        _write_error_file(session, cell, stats.error, trace)
+    return stats
 
 
 def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> None:
@@ -111,6 +136,17 @@ def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> 
     session.probed.add(env_name)
     if snapshot.partial:
         partial.append(f"environment {env_name}")
+
+
+def _record_image_digest(session: _Session, cell: Cell) -> None:
+    """After a docker environment's first cell ran (the engine pulled it): which image ran."""
+    env = cell.environment
+    if env.kind != "docker" or env.image is None or env.name in session.digests:
+        return
+    digest = image_digest(env.image)
+    session.digests[env.name] = digest
+    path = session.run_dir / "environments" / env.name / IMAGE_FILE
+    write_json_atomic(path, {"image": env.image, "digest": digest}, overwrite=True)
 
 
 def _finish_interrupted(session: _Session, cell: Cell) -> CellStats | None:
@@ -137,6 +173,8 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
                 _probe_environment(session, env_name, partial)
             session.reporter.cell_started(index)
             stats[cell.name] = _run_cell(session, cell, plan)
+            if session.writer and plan.to_run:
+                _record_image_digest(session, cell)
             session.reporter.cell_finished(index, stats[cell.name])
     except (KeyboardInterrupt, Exception) as exc:
         # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
@@ -167,6 +205,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         interrupted=stopped is not None,
         cells_not_run=not_run,
         resumed_at=session.resumed_at,
+        image_digests=dict(session.digests),
     )
     if session.writer:
         write_report(report)
@@ -264,6 +303,7 @@ def resume_run(
             probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
             earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
             resumed_at=(*previous.get("resumed_at", ()), iso_stamp(moment)),
+            digests=image_digests(run_dir),
         )
 
     if rank != 0:
