@@ -100,12 +100,12 @@ def test_live_frames_show_cell_trial_step_eta_and_last_results(tmp_path: Path) -
     reporter.trial_finished(_result(0, passed=False, ms=2.0))
     reporter.trial_started(request, 1, 1)
     for step in range(5):
-        reporter.step(1, step, 1.0, 2.0)
+        reporter.step(1, step, 2.5 - step * 0.25, 2.0)
     clock.now += 30.0  # 15 of the 80 steps took 30 s: 65 steps to go take 130 s
     frame = _frame(reporter)
     assert "cell 1/2 baseline-local" in frame
     assert "trial 2/4" in frame
-    assert "step 5/10" in frame
+    assert "step 5/10  loss 1.5" in frame  # the running trial's last step and loss
     assert "elapsed 0:00:30" in frame
     assert "ETA 0:02:10" in frame
     assert re.search(r"baseline-local\s+1/4\s+1\s+trial 1: FAILED: non-finite loss", frame)

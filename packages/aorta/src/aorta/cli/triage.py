@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.cli.command_options import command_mapping, command_options
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
@@ -115,6 +116,7 @@ def _describe(recipe: Recipe) -> None:
     help="live: a table redrawn in place; plain: one line per trial; auto: live on a "
     "terminal unless CI is set.",
 )
+@command_options
 def run_command(
     recipe_path: Path | None,
     resume_dir: Path | None,
@@ -132,9 +134,16 @@ def run_command(
     dry_run: bool,
     trust_environments: bool,
     progress: ProgressMode,
+    step_time: str | None,
+    hang_after: float | None,
+    trial_timeout: float | None,
+    command: tuple[str, ...],
 ) -> int:
     """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
     interrupted run with --resume RUN_DIR.
+
+    In flag mode, everything after `--` is the training command to triage (a command
+    workload, instead of --workload): `... --trials 8 -- python train.py --seed {seed}`.
 
     Exit 0 when every cell ran, 1 when a cell or a trial errored, 2 for bad input, 130 on
     Ctrl-C (a
@@ -154,10 +163,11 @@ def run_command(
         if recipe.resolved and not dry_run:
             _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
     else:
+        spec = command_mapping(command, step_time, hang_after, trial_timeout)
         missing = [
             flag
             for flag, value in (
-                ("--workload", workload),
+                ("--workload or -- CMD", workload if spec is None else "command"),
                 ("--mitigation-axis", mitigation_axis),
                 ("--environment-axis", environment_axis),
                 ("--trials", trials),
@@ -166,9 +176,10 @@ def run_command(
         ]
         if missing:
             raise click.UsageError(f"--mode matrix needs {', '.join(missing)}")
-        assert workload is not None and trials is not None  # for mypy: checked just above
+        assert trials is not None  # for mypy: checked just above
         recipe = recipe_from_flags(
             workload=workload,
+            command=spec,
             mitigation_axis=_split(mitigation_axis),
             environment_axis=_split(environment_axis),
             trials=trials,
@@ -215,6 +226,10 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 # Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
     "workload",
+    "command",
+    "step_time",
+    "hang_after",
+    "trial_timeout",
     "mitigation_axis",
     "environment_axis",
     "trials",

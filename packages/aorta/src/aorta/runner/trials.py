@@ -38,7 +38,9 @@ def _validate_workload(resolved: ResolvedRequest) -> None:
         resolved.workload.validate(dict(os.environ))
 
 
-def _step_hook(report: TrialReporter, trial_id: int) -> StepCallback:
+def step_hook(report: TrialReporter, trial_id: int) -> StepCallback:
+    """A step callback that forwards to `report.step` for trial `trial_id`."""
+
     def on_step(step: int, loss: float | None, step_time_ms: float) -> None:
         report.step(trial_id, step, loss, step_time_ms)
 
@@ -61,8 +63,16 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
     contract. `venv` environments run each trial with their interpreter, `docker`
     environments in a `docker run` of their image (see `aorta.runner.launchers`). Under
     torchrun every rank runs every trial in-process and only rank 0 writes files.
+
+    A request with a `command` (a command workload) runs each trial as that command in a
+    fresh process group instead (`aorta.runner.command.runner`), local environment only.
     """
     report = reporter or NullReporter()
+    if request.command is not None:
+        _check_outputs_free(request)
+        from aorta.runner.command.runner import run_command_trials
+
+        return run_command_trials(request, report)
     resolved = resolve_request(request)
     environment = resolved.environment
     rank, world_size = distributed_rank()
@@ -94,7 +104,7 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
                 trial_id,
                 rank=rank,
                 world_size=world_size,
-                on_step=_step_hook(report, trial_id),
+                on_step=step_hook(report, trial_id),
             )
             if writer:
                 write_json_atomic(request.trial_path(trial_id), result.to_dict())

@@ -78,6 +78,9 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]
         # A fresh cell asks for every trial (the request reads as the spec's); a resumed one
         # for the ids that are missing.
         trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
+        command=recipe.command,
+        command_args=cell.command_args,
+        cell=cell.name,
         # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
         pinned_mitigations=cell.mitigation_entries,
     )

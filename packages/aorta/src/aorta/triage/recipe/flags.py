@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
@@ -16,14 +17,15 @@ from aorta.triage.recipe.model import (
 from aorta.triage.recipe.validation import (
     Registry,
     Where,
+    any_workload,
     build_cell,
     check_baseline,
+    check_command_environment,
     check_unique,
     inline_environment,
     positive_int,
     resolve_environment,
     resolve_mitigation,
-    resolve_workload,
     safe_name,
     string,
     ticket_name,
@@ -36,7 +38,7 @@ __all__ = ["recipe_from_flags"]
 
 def recipe_from_flags(
     *,
-    workload: str,
+    workload: str | None,
     mitigation_axis: Sequence[str],
     environment_axis: Sequence[str],
     trials: int,
@@ -45,6 +47,7 @@ def recipe_from_flags(
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
     alpha: float = DEFAULT_ALPHA,
+    command: Mapping[str, Any] | None = None,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -54,10 +57,16 @@ def recipe_from_flags(
     name must be registered. Default baseline: the (`none`, first environment) cell when `none`
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
     `--environment-axis[1]: unknown environment 'x' ...`.
+
+    `command` is a command workload mapping (`{command: [argv after --], step_time: ...}`)
+    instead of a registered `workload`; exactly one of the two is given.
     """
     where = Where(None)
     reg = Registry.load()
-    wl = resolve_workload(where, "--workload", workload, reg)
+    if (workload is None) == (command is None):
+        where.fail("--workload", "expected either --workload NAME or a command after --")
+    path = "--workload" if command is None else "command"
+    workload_name, source_package, spec = any_workload(where, path, command or workload, reg)
     trials = positive_int(where, "--trials", trials)
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
@@ -101,6 +110,8 @@ def recipe_from_flags(
                 )
             )
 
+    for i, environment in enumerate(environments):
+        check_command_environment(where, f"--environment-axis[{i}]", environment, spec)
     if baseline_cell is not None:
         baseline = check_baseline(where, "--baseline-cell", baseline_cell, cells)
     elif "none" in [m.name for m in mitigations]:
@@ -111,7 +122,7 @@ def recipe_from_flags(
     return Recipe(
         schema_version=SUPPORTED_SCHEMA_VERSIONS[-1],
         ticket=ticket,
-        workload=wl.name,
+        workload=workload_name,
         trials=trials,
         steps=steps,
         confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell, alpha=alpha),
@@ -119,5 +130,6 @@ def recipe_from_flags(
         baseline=baseline,
         source=None,
         sha256=None,
-        workload_source_package=wl.source_package,
+        workload_source_package=source_package,
+        command=spec,
     )

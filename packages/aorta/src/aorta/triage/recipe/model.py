@@ -10,10 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from aorta.registry.models import Environment, Mitigation
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.matrix import CellStats, Matrix, build_matrix
+
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
 
 __all__ = [
     "IMAGE_PREFIX",
@@ -58,6 +62,8 @@ class Cell:
     env: Mapping[str, str]
     # The registry entries behind `mitigations`, for `recipe.resolved.yaml`.
     mitigation_entries: tuple[Mitigation, ...] = ()
+    # Command workloads: arguments appended to the command for this cell's trials.
+    command_args: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
@@ -80,6 +86,8 @@ class Recipe:
     source: Path | None = None  # None: built from flags
     sha256: str | None = None  # of the recipe file's bytes
     workload_source_package: str | None = None
+    # A command workload (`workload` is then "command"): what every trial runs.
+    command: CommandSpec | None = None
     # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
     # and environments, which may come from another machine (see `trust`).
     resolved: bool = False

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -22,6 +22,8 @@ from aorta.triage.recipe.validation import (
     check_baseline,
     check_keys,
     check_unique,
+    command_args,
+    command_workload,
     extra_env_mapping,
     join_path,
     positive_int,
@@ -33,6 +35,9 @@ from aorta.triage.recipe.validation import (
     valid_alpha,
     valid_threshold,
 )
+
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
 
 __all__ = [
     "dump_resolved_yaml",
@@ -73,7 +78,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "source": None if recipe.source is None else str(recipe.source),
         "sha256": recipe.sha256,
         "ticket": recipe.ticket,
-        "workload": {"name": recipe.workload, "source_package": recipe.workload_source_package},
+        "workload": _workload_dict(recipe),
         "trials": recipe.trials,
         "steps": recipe.steps,
         "confound": {
@@ -98,10 +103,21 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
                 "trials": cell.trials,
                 "steps": cell.steps,
                 "env": dict(cell.env),
+                **({"command_args": list(cell.command_args)} if cell.command_args else {}),
             }
             for cell in recipe.cells
         ],
     }
+
+
+def _workload_dict(recipe: Recipe) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": recipe.workload,
+        "source_package": recipe.workload_source_package,
+    }
+    if recipe.command is not None:
+        data["command"] = recipe.command.to_dict()
+    return data
 
 
 def dump_resolved_yaml(recipe: Recipe) -> str:
@@ -124,9 +140,18 @@ _RESOLVED_KEYS = (
     "confound",
     "cells",
 )
-_WORKLOAD_KEYS = ("name", "source_package")
+_WORKLOAD_KEYS = ("name", "source_package", "command")
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
-_CELL_KEYS = ("name", "mitigations", "environment", "extra_env", "trials", "steps", "env")
+_CELL_KEYS = (
+    "name",
+    "mitigations",
+    "environment",
+    "extra_env",
+    "trials",
+    "steps",
+    "env",
+    "command_args",
+)
 _MITIGATION_KEYS = ("name", "source_package", "env", "process_scoped")
 _ENVIRONMENT_KEYS = (
     "name",
@@ -215,7 +240,7 @@ def _mitigation(where: Where, path: str, value: object) -> Mitigation:
     )
 
 
-def _cell(where: Where, index: int, value: object) -> Cell:
+def _cell(where: Where, index: int, value: object, command: CommandSpec | None) -> Cell:
     path = f"cells[{index}]"
     data = _mapping(where, path, value, _CELL_KEYS)
     name = safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
@@ -237,6 +262,11 @@ def _cell(where: Where, index: int, value: object) -> Cell:
         steps=positive_int(where, join_path(path, "steps"), require(where, path, data, "steps")),
         env=extra_env_mapping(where, join_path(path, "env"), require(where, path, data, "env")),
         mitigation_entries=mitigations,
+        command_args=(
+            command_args(where, join_path(path, "command_args"), data["command_args"], command)
+            if "command_args" in data
+            else ()
+        ),
     )
 
 
@@ -283,7 +313,8 @@ def recipe_from_resolved(
     raw_cells = require(where, "", top, "cells")
     if not isinstance(raw_cells, list) or not raw_cells:
         where.fail("cells", "expected a non-empty list of cells", raw_cells)
-    cells = [_cell(where, i, item) for i, item in enumerate(raw_cells)]
+    command = _command(where, workload.get("command"))
+    cells = [_cell(where, i, item, command) for i, item in enumerate(raw_cells)]
     check_unique(where, "cells", [c.name for c in cells])
     baseline = check_baseline(
         where,
@@ -311,4 +342,15 @@ def recipe_from_resolved(
             where, "workload.source_package", workload.get("source_package")
         ),
         resolved=True,
+        command=command,
     )
+
+
+def _command(where: Where, value: object) -> CommandSpec | None:
+    # Validated like a recipe's (the executable is checked again here: a resumed run whose
+    # program has gone away fails before any trial, with one line).
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail("workload.command", "expected a command workload mapping", value)
+    return command_workload(where, "workload.command", value)
