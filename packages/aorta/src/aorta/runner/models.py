@@ -35,6 +35,9 @@ class RunRequest:
     steps: int = 10
     seed: int = 0
     trial_ids: tuple[int, ...] | None = None  # None: every trial 0..trials-1
+    # Run every trial in a fresh child process even when nothing requires one, so that this
+    # request's timings compare with those of requests that do (a triage matrix of mixed cells).
+    fresh_process: bool = False
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -99,6 +102,11 @@ class TrialResult:
     traceback: str | None = None
     rank: int = 0
     world_size: int = 1
+    # Under torchrun: process-scoped variables the launcher already held (in effect from the
+    # start of the process, which is what makes the mitigation act there).
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    # What the workload's step times measure (e.g. fsdp: "wall" or "cpu"); None: not declared.
+    step_clock: str | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

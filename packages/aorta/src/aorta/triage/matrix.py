@@ -33,6 +33,12 @@ from typing import Any
 
 from aorta.runner.models import TrialResult
 from aorta.triage import confound, stats
+from aorta.triage.observed import (
+    ObservedSettings,
+    compared_settings,
+    observed_differences,
+    observed_settings,
+)
 
 __all__ = [
     "DEFAULT_ALPHA",
@@ -91,6 +97,8 @@ class CellStats:
     failures: tuple[str, ...] = ()
     trials: tuple[TrialSummary, ...] = ()
     error: str | None = None
+    # The settings the trials observed (see `aorta.triage.observed`); None: none recorded.
+    observed: ObservedSettings | None = None
 
     @property
     def step_times_ms(self) -> tuple[float, ...]:
@@ -226,6 +234,9 @@ def aggregate_cell(
         mean_wall_clock_sec=math.fsum(walls) / len(walls) if walls else None,
         failures=tuple(_failure_reason(r) for r in ordered if not r.passed),
         trials=trials,
+        observed=observed_settings(
+            [r.observed for r in ordered], {key for r in ordered for key in r.env_applied}
+        ),
     )
 
 
@@ -240,6 +251,9 @@ class MatrixRow:
     nan_rate_ci: tuple[float, float] | None
     fisher_p: float | None
     step_time_ratio_ci: tuple[float, float] | None
+    # Observed settings that differ from the baseline's: () = no observable effect, None = not
+    # comparable (baseline row, errored cell, or a side that recorded no settings).
+    observed_differences: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -262,6 +276,9 @@ class MatrixRow:
                 "fisher_p": _json_float(self.fisher_p),
                 "significant": self.significant(alpha),
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
+                "observed_differences": (
+                    None if self.observed_differences is None else list(self.observed_differences)
+                ),
             }
         )
         return data
@@ -456,10 +473,15 @@ def build_matrix(
                 nan_rate_ci=nan_ci,
                 fisher_p=fisher_p,
                 step_time_ratio_ci=ratio_ci,
+                observed_differences=(
+                    None if is_base else observed_differences(cell.observed, base.observed)
+                ),
             )
         )
 
     note = _sizing_note(rows, base, alpha)
+    notes = [note] if note is not None else []
+    notes.extend(_no_effect_note(row, base) for row in rows if row.observed_differences == ())
     return Matrix(
         baseline=baseline,
         threshold=threshold,
@@ -467,5 +489,15 @@ def build_matrix(
         alpha=alpha,
         rows=tuple(rows),
         warnings=tuple(warnings),
-        notes=(note,) if note is not None else (),
+        notes=tuple(notes),
+    )
+
+
+def _no_effect_note(row: MatrixRow, base: CellStats) -> str:
+    assert row.stats.observed is not None and base.observed is not None  # differences == ()
+    count = len(compared_settings(row.stats.observed, base.observed))
+    return (
+        f"no observable effect: cell {row.name} left every setting its trials observed "
+        f"({count} compared) identical to baseline {base.name}'s; its mitigations' variables "
+        "are probably not read here, so its row says nothing about them"
     )

@@ -52,6 +52,9 @@ class WorkloadOutcome:
     failed_at_step: int | None = None
     # Settings observed inside the trial (e.g. torch's TF32 flags), proving a mitigation acted.
     observed: dict[str, object] = field(default_factory=dict)
+    # What `step_times_ms` measure, e.g. "wall" (elapsed time) or "cpu" (process CPU time):
+    # recorded per trial; the triage matrix warns when cells compared different clocks.
+    step_clock: str | None = None
 
 
 WorkloadEntry = Callable[[TrialContext], WorkloadOutcome]
