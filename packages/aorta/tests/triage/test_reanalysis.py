@@ -71,8 +71,11 @@ def test_cli_matrix_command_and_its_bad_input(
 
     assert main(["triage", "matrix", str(tmp_path)]) == 2
     assert "not a triage run directory (no recipe.resolved.yaml)" in capsys.readouterr().err
-    assert main(["triage", "matrix", str(run_dir), "--confound-threshold", "-1"]) == 2
-    assert "expected a positive number" in capsys.readouterr().err
+    # The same check as the recipe's: below 1.0 a faster cell would read as a speed confound.
+    for bad in ("-1", "0.9", "inf"):
+        assert main(["triage", "matrix", str(run_dir), "--confound-threshold", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--confound-threshold: expected a finite number >= 1.0" in err, bad
     (run_dir / "recipe.resolved.yaml").write_text("cells: [unclosed\n")
     assert main(["triage", "matrix", str(run_dir)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -435,7 +435,7 @@ def test_mitigation_collision_is_a_cell_error(
 ) -> None:
     from aorta.registry import Mitigation, load_mitigations
     from aorta.registry.loader import Catalog
-    from aorta.triage import recipe as recipe_module
+    from aorta.triage.recipe import validation as recipe_module
 
     real = load_mitigations()
     clash = Mitigation(name="tf32_on", env={"NVIDIA_TF32_OVERRIDE": "1"}, description="x")
@@ -616,7 +616,7 @@ def test_flag_mode_unknown_names() -> None:
 
 def test_flag_mode_image_items_never_touch_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     from aorta.registry.loader import Catalog
-    from aorta.triage import recipe as recipe_module
+    from aorta.triage.recipe import validation as recipe_module
 
     # An empty environment registry: only `image:` items can resolve.
     monkeypatch.setattr(recipe_module, "load_environments", lambda: Catalog(entries={}))

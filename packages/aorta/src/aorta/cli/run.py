@@ -135,10 +135,11 @@ def run_command(
     from aorta.registry.loader import get_workload
     from aorta.runner import RunRequest, run_trials
     from aorta.runner.trials import distributed_rank
+    from aorta.timestamps import dir_stamp
 
     get_workload(workload)  # fail on a bad name before creating any directory
     rank, _ = distributed_rank()
-    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H-%M-%S")
+    stamp = dir_stamp(datetime.now(UTC))
     if rank == 0:
         run_dir = create_run_dir(output_dir / workload, stamp)
     else:

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
     from aorta.triage.recipe import Recipe
@@ -76,7 +78,13 @@ def _describe(recipe: Recipe) -> None:
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
 @click.option("--baseline-cell", help="Flag mode: baseline cell name.")
-@click.option("--confound-threshold", type=float, default=1.15, show_default=True)
+@click.option(
+    "--confound-threshold",
+    type=float,
+    default=DEFAULT_CONFOUND_THRESHOLD,
+    show_default=True,
+    help="Flag mode: step-time ratio above which a cell reads speed (+N%).",
+)
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),

@@ -24,12 +24,14 @@ import math
 
 __all__ = [
     "BASELINE",
+    "DEFAULT_CONFOUND_THRESHOLD",
     "ERROR",
     "NOT_AVAILABLE",
     "NO_EFFECT",
     "TRUSTED",
     "classify",
     "speed_label",
+    "threshold_problem",
 ]
 
 BASELINE = "(baseline)"
@@ -37,6 +39,27 @@ TRUSTED = "\u2014"  # em dash: works without a speed cost
 NO_EFFECT = "no effect"
 ERROR = "error"
 NOT_AVAILABLE = "n/a"  # not in the spec's table: no ratio to judge by (documented above)
+
+# The one home of the threshold's default; the recipe, flag mode, the CLI and re-analysis
+# all read it from here.
+DEFAULT_CONFOUND_THRESHOLD = 1.15
+
+
+def threshold_problem(value: object) -> str | None:
+    """Why `value` cannot be a confound threshold, or None if it can.
+
+    A finite number >= 1.0 (ints accepted, booleans not): below 1.0 a cell *faster* than the
+    baseline would be flagged as a speed confound, which is meaningless. Every place that takes
+    a threshold (recipe, flags, `aorta triage matrix --confound-threshold`) checks it here.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 1.0
+    ):
+        return "expected a finite number >= 1.0 (step-time ratio)"
+    return None
 
 
 def speed_label(ratio: float) -> str:

@@ -43,7 +43,6 @@ from aorta.triage.observed import (
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_CONFIDENCE",
-    "DEFAULT_THRESHOLD",
     "CellStats",
     "Matrix",
     "MatrixRow",
@@ -53,7 +52,6 @@ __all__ = [
     "error_cell",
 ]
 
-DEFAULT_THRESHOLD = 1.15
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_ALPHA = 0.05
 _SIZING_POWER = 0.8  # power behind the "more trials needed" note
@@ -397,7 +395,7 @@ def build_matrix(
     cells: Sequence[CellStats],
     *,
     baseline: str,
-    threshold: float = DEFAULT_THRESHOLD,
+    threshold: float = confound.DEFAULT_CONFOUND_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
     alpha: float = DEFAULT_ALPHA,
     bootstrap_resamples: int = 2000,
@@ -410,7 +408,8 @@ def build_matrix(
     two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
     the ratio. Errored cells keep their rows. An errored (or timing-less) baseline never aborts:
     ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
-    unknown `baseline`, or a non-positive `threshold` — caller bugs, not run outcomes.
+    unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
+    bugs, not run outcomes.
     """
     names = [c.name for c in cells]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -418,8 +417,9 @@ def build_matrix(
         raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
     if baseline not in names:
         raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
-    if not (threshold > 0.0 and math.isfinite(threshold)):
-        raise ValueError(f"threshold must be a positive number, got {threshold}")
+    problem = confound.threshold_problem(threshold)
+    if problem:
+        raise ValueError(f"threshold: {problem}, got {threshold!r}")
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
 

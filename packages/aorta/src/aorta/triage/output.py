@@ -32,11 +32,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.matrix import Matrix, MatrixRow
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
@@ -60,8 +61,6 @@ REPORT_SCHEMA_VERSION = 1
 MARKDOWN_NAME = "matrix.md"
 JSON_NAME = "matrix.json"
 
-_DIR_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"  # no ':' in directory names (Windows, scp, make)
-_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _MISSING = "n/a"
 _NO_COMPARISON = "\u2014"  # em dash, as the spec's p / confound columns use it
 _NOT_RUN = "not run"
@@ -91,12 +90,6 @@ class MatrixReport:
 # --------------------------------------------------------------------------- layout
 
 
-def _utc(now: datetime) -> datetime:
-    # A naive datetime is taken as UTC already: converting it with astimezone() would treat it
-    # as local time and shift the directory name by the machine's UTC offset.
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
-
-
 def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path, str]:
     """Create `<output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/`.
 
@@ -111,10 +104,9 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         problem = safe_name_problem(name)
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    stamp = _utc(now)
     parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, stamp.strftime(_DIR_TIME_FORMAT))
-    return run_dir, stamp.strftime(_ISO_TIME_FORMAT)
+    run_dir = create_run_dir(parent, dir_stamp(now))
+    return run_dir, iso_stamp(now)
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:

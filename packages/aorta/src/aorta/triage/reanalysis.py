@@ -14,6 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from aorta.errors import AortaUsageError
+from aorta.timestamps import iso_stamp
+from aorta.triage.confound import threshold_problem
 from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, write_report
 from aorta.triage.recipe import Cell
@@ -41,8 +43,9 @@ def reanalyze(
     run_dir: Path, *, threshold: float | None = None, now: datetime | None = None
 ) -> MatrixReport:
     """Rebuild and rewrite `run_dir`'s matrix (optionally with another confound threshold)."""
-    if threshold is not None and not threshold > 0:
-        raise AortaUsageError(f"--confound-threshold: expected a positive number, got {threshold}")
+    problem = None if threshold is None else threshold_problem(threshold)
+    if problem:
+        raise AortaUsageError(f"--confound-threshold: {problem}, got {threshold!r}")
     recipe = load_run_recipe(run_dir, threshold=threshold)
     with run_dir_lock(run_dir):
         previous = previous_matrix(run_dir)
@@ -59,7 +62,7 @@ def reanalyze(
             recipe=recipe,
             matrix=matrix,
             run_dir=run_dir,
-            run_timestamp=previous.get("run_timestamp") or moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            run_timestamp=previous.get("run_timestamp") or iso_stamp(moment),
             partial_scopes=partial_scopes(run_dir),
             interrupted=bool(previous.get("interrupted")),
             cells_not_run=not_run,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,14 +20,13 @@ import yaml
 
 from aorta.atomic import create_run_dir
 from aorta.errors import AortaUsageError
-from aorta.registry.models import Environment, Mitigation
 from aorta.runner.models import TrialResult
+from aorta.timestamps import dir_stamp
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
-from aorta.triage.recipe import Cell, ConfoundSettings, Recipe
+from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"
-_ARCHIVE_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
 
 
 def load_file(path: Path) -> Any:
@@ -38,51 +37,6 @@ def load_file(path: Path) -> Any:
     except (OSError, ValueError, yaml.YAMLError) as exc:
         reason = " ".join(str(exc).split())  # YAML errors span lines; ours is one line
         raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
-
-
-def _cell(data: Mapping[str, Any]) -> Cell:
-    env_data = {k: v for k, v in data["environment"].items() if k != "inline"}
-    mitigations = tuple(
-        Mitigation(
-            name=m["name"],
-            env=m["env"],
-            description="(from recipe.resolved.yaml)",
-            source_package=m["source_package"],
-        )
-        for m in data["mitigations"]
-    )
-    return Cell(
-        name=data["name"],
-        mitigations=tuple(m.name for m in mitigations),
-        environment=Environment(**env_data),
-        extra_env=data["extra_env"],
-        trials=data["trials"],
-        steps=data["steps"],
-        env=data["env"],
-        mitigation_entries=mitigations,
-    )
-
-
-def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = None) -> Recipe:
-    """The `Recipe` a run executed, rebuilt from its `recipe.resolved.yaml` content."""
-    confound = data["confound"]
-    source = data.get("source")
-    return Recipe(
-        schema_version=data["schema_version"],
-        ticket=data["ticket"],
-        workload=data["workload"]["name"],
-        trials=data["trials"],
-        steps=data["steps"],
-        confound=ConfoundSettings(
-            threshold=confound["threshold"] if threshold is None else threshold,
-            baseline_cell=confound["baseline_cell"],
-        ),
-        cells=tuple(_cell(cell) for cell in data["cells"]),
-        baseline=confound["baseline_cell"],
-        source=None if source is None else Path(source),
-        sha256=data.get("sha256"),
-        workload_source_package=data["workload"].get("source_package"),
-    )
 
 
 def load_run_recipe(run_dir: Path, *, threshold: float | None = None) -> Recipe:
@@ -138,7 +92,7 @@ def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
     existing = [run_dir / name for name in names if (run_dir / name).exists()]
     if not existing:
         return None
-    archive = create_run_dir(run_dir / "previous", moment.strftime(_ARCHIVE_TIME_FORMAT))
+    archive = create_run_dir(run_dir / "previous", dir_stamp(moment))
     for path in existing:
         path.rename(archive / path.name)
     return archive

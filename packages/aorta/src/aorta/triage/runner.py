@@ -26,6 +26,7 @@ from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import distributed_rank, run_trials
+from aorta.timestamps import iso_stamp
 from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
@@ -44,7 +45,6 @@ from aorta.triage.rundir import (
 Probe = Callable[..., EnvSnapshot]
 
 NOT_RUN = "not run: the run was interrupted before this cell"
-_ISO_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @dataclass
@@ -197,7 +197,7 @@ def run_recipe(
         write_text_atomic(run_dir / RESOLVED_NAME, dump_resolved_yaml(recipe))
     else:
         run_dir = output_root / f"_rank{rank}_writes_nothing"
-        stamp = moment.strftime(_ISO_TIME_FORMAT)
+        stamp = iso_stamp(moment)
     session = _Session(
         recipe=recipe,
         run_dir=run_dir,
@@ -246,13 +246,13 @@ def resume_run(
         return _Session(
             recipe=recipe,
             run_dir=run_dir,
-            run_timestamp=previous.get("run_timestamp") or moment.strftime(_ISO_TIME_FORMAT),
+            run_timestamp=previous.get("run_timestamp") or iso_stamp(moment),
             writer=rank == 0,
             reporter=reporter or NullMatrixReporter(),
             probe=probe,
             probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
             earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
-            resumed_at=(*previous.get("resumed_at", ()), moment.strftime(_ISO_TIME_FORMAT)),
+            resumed_at=(*previous.get("resumed_at", ()), iso_stamp(moment)),
         )
 
     if rank != 0:

@@ -1,0 +1,120 @@
+"""Flag mode (`aorta triage run --mode matrix`): the recipe built from command-line axes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aorta.registry.models import Environment
+from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.recipe.model import (
+    IMAGE_PREFIX,
+    SUPPORTED_SCHEMA_VERSIONS,
+    Cell,
+    ConfoundSettings,
+    Recipe,
+)
+from aorta.triage.recipe.validation import (
+    Registry,
+    Where,
+    build_cell,
+    check_baseline,
+    check_unique,
+    inline_environment,
+    positive_int,
+    resolve_environment,
+    resolve_mitigation,
+    resolve_workload,
+    safe_name,
+    string,
+    ticket_name,
+    valid_threshold,
+)
+
+__all__ = ["recipe_from_flags"]
+
+
+def recipe_from_flags(
+    *,
+    workload: str,
+    mitigation_axis: Sequence[str],
+    environment_axis: Sequence[str],
+    trials: int,
+    steps: int,
+    ticket: str | None = None,
+    baseline_cell: str | None = None,
+    confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+) -> Recipe:
+    """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
+
+    Cells are named `<mitigation>-<environment>` in axis order (mitigation-major). An
+    environment item `image:<ref>` is an inline docker environment named exactly like the
+    recipe's `{docker: <ref>}` (`_inline_<blake2b8>`) and never touches the registry; a bare
+    name must be registered. Default baseline: the (`none`, first environment) cell when `none`
+    is on the mitigation axis, else the first cell. Errors name the flag, e.g.
+    `--environment-axis[1]: unknown environment 'x' ...`.
+    """
+    where = Where(None)
+    reg = Registry.load()
+    wl = resolve_workload(where, "--workload", workload, reg)
+    trials = positive_int(where, "--trials", trials)
+    steps = positive_int(where, "--steps", steps)
+    ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
+    threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+
+    if not mitigation_axis:
+        where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
+    if not environment_axis:
+        where.fail("--environment-axis", "expected at least one environment (e.g. local)")
+    mitigations = [
+        resolve_mitigation(where, f"--mitigation-axis[{i}]", item, reg)
+        for i, item in enumerate(mitigation_axis)
+    ]
+    environments: list[Environment] = []
+    for i, item in enumerate(environment_axis):
+        item_path = f"--environment-axis[{i}]"
+        text = string(where, item_path, item)
+        if text.startswith(IMAGE_PREFIX):
+            environments.append(inline_environment(where, item_path, text[len(IMAGE_PREFIX) :]))
+        else:
+            environments.append(resolve_environment(where, item_path, text, reg))
+    check_unique(where, "--mitigation-axis", [m.name for m in mitigations])
+    check_unique(where, "--environment-axis", [e.name for e in environments])
+
+    cells: list[Cell] = []
+    for i, mitigation in enumerate(mitigations):
+        for environment in environments:
+            name = f"{mitigation.name}-{environment.name}"
+            safe_name(where, f"--mitigation-axis[{i}] (cell name)", name)
+            cells.append(
+                build_cell(
+                    where,
+                    name=name,
+                    mitigations=[mitigation],
+                    mitigations_path=f"--mitigation-axis[{i}]",
+                    environment=environment,
+                    extra_env={},
+                    trials=trials,
+                    steps=steps,
+                )
+            )
+
+    if baseline_cell is not None:
+        baseline = check_baseline(where, "--baseline-cell", baseline_cell, cells)
+    elif "none" in [m.name for m in mitigations]:
+        baseline = f"none-{environments[0].name}"
+    else:
+        baseline = cells[0].name
+
+    return Recipe(
+        schema_version=SUPPORTED_SCHEMA_VERSIONS[-1],
+        ticket=ticket,
+        workload=wl.name,
+        trials=trials,
+        steps=steps,
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell),
+        cells=tuple(cells),
+        baseline=baseline,
+        source=None,
+        sha256=None,
+        workload_source_package=wl.source_package,
+    )

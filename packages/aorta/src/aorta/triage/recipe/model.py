@@ -1,0 +1,101 @@
+"""The recipe as data: a frozen `Recipe` of fully resolved `Cell`s and its confound settings.
+
+Nothing here validates user input (that is `validation`); the `__post_init__` checks guard
+against programming errors of callers that build a `Recipe` by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from aorta.registry.models import Environment, Mitigation
+from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+
+__all__ = [
+    "IMAGE_PREFIX",
+    "INLINE_SOURCE_PACKAGE",
+    "RECIPE_SUFFIXES",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "Cell",
+    "ConfoundSettings",
+    "Recipe",
+]
+
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+IMAGE_PREFIX = "image:"
+# `source_package` of environments defined inline in a recipe or by an `image:` flag item.
+INLINE_SOURCE_PACKAGE = "recipe"
+
+
+@dataclass(frozen=True)
+class ConfoundSettings:
+    """Speed-confound detection settings: ratio threshold and the explicit baseline, if any."""
+
+    threshold: float = DEFAULT_CONFOUND_THRESHOLD
+    baseline_cell: str | None = None  # as written; `Recipe.baseline` is the resolved one
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One row of the matrix, fully resolved.
+
+    `trials`/`steps` are the effective counts (per-cell override, else top level); `env` is the
+    mitigations' env bundles unioned in order with `extra_env` applied on top.
+    """
+
+    name: str
+    mitigations: tuple[str, ...]
+    environment: Environment
+    extra_env: Mapping[str, str]
+    trials: int
+    steps: int
+    env: Mapping[str, str]
+    # The registry entries behind `mitigations`, for `recipe.resolved.yaml`.
+    mitigation_entries: tuple[Mitigation, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A validated recipe: what to run and how to judge it. Build with `load_recipe()` or
+    `recipe_from_flags()`; `baseline` is the resolved baseline cell name."""
+
+    schema_version: int
+    ticket: str | None
+    workload: str
+    trials: int
+    steps: int
+    confound: ConfoundSettings
+    cells: tuple[Cell, ...]
+    baseline: str
+    source: Path | None = None  # None: built from flags
+    sha256: str | None = None  # of the recipe file's bytes
+    workload_source_package: str | None = None
+
+    def __post_init__(self) -> None:
+        names = [cell.name for cell in self.cells]
+        if not names:
+            raise ValueError("a recipe needs at least one cell")
+        if len(set(names)) != len(names):
+            raise ValueError(f"cell names must be unique, got {names}")
+        if self.baseline not in names:
+            raise ValueError(f"baseline {self.baseline!r} is not a cell ({', '.join(names)})")
+
+    def cell(self, name: str) -> Cell:
+        """The cell called `name` (KeyError if there is none)."""
+        for cell in self.cells:
+            if cell.name == name:
+                return cell
+        raise KeyError(name)
+
+    @property
+    def baseline_cell(self) -> Cell:
+        """The resolved baseline cell."""
+        return self.cell(self.baseline)

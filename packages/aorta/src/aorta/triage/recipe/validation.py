@@ -1,0 +1,405 @@
+"""Validation and name resolution of recipe data, shared by file loading and flag mode.
+
+Every check raises a one-line error `<file>: <key path>: expected ..., got ...` through a
+`Where` (a recipe file, or flags with the flag name as the key path). Both `loading` and
+`flags` resolve names through the helpers here, so the two modes cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from aorta.errors import (
+    UnknownEnvironmentError,
+    UnknownMitigationError,
+    UnknownNameError,
+    UnknownWorkloadError,
+)
+from aorta.registry.loader import load_environments, load_mitigations, load_workloads
+from aorta.registry.models import Environment, Mitigation, Workload, check_env_var_name
+from aorta.runner.environ import MitigationConflictError, merge_env
+from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD, threshold_problem
+from aorta.triage.errors import RecipeCellError, RecipeSchemaError
+from aorta.triage.names import (
+    NO_TICKET,
+    image_ref_problem,
+    inline_environment_name,
+    safe_name_problem,
+)
+from aorta.triage.recipe.model import (
+    INLINE_SOURCE_PACKAGE,
+    SUPPORTED_SCHEMA_VERSIONS,
+    Cell,
+    ConfoundSettings,
+    Recipe,
+)
+
+_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+_CONFOUND_KEYS = ("threshold", "baseline_cell")
+_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
+_INLINE_ENV_KEYS = ("docker",)
+_MAX_REPR = 80
+
+
+def _short(value: object) -> str:
+    # repr() escapes newlines and control characters, which keeps every message on one line.
+    text = repr(value)
+    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, (dict, list, bool)) or value is None:
+        kind = {dict: "a mapping", list: "a list", bool: "a boolean"}.get(type(value), "null")
+        return f"{kind} {_short(value)}" if value is not None else "null"
+    return _short(value)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where values come from: a recipe file (prefix) or flags (no prefix)."""
+
+    label: str | None
+
+    def at(self, path: str) -> str:
+        return f"{self.label}: {path}" if self.label else path
+
+    def fail(
+        self, path: str, expected: str, value: object = ..., *, cell: bool = False
+    ) -> NoReturn:
+        got = "" if value is ... else f", got {_describe(value)}"
+        error = RecipeCellError if cell else RecipeSchemaError
+        raise error(f"{self.at(path)}: {expected}{got}")
+
+    def unknown(
+        self, error: type[UnknownNameError], path: str, name: str, known: Sequence[str]
+    ) -> NoReturn:
+        # Keep the registry's error type (callers catch UnknownMitigationError etc.) but put
+        # the file and key path in front of its one-line message.
+        exc = error(name, known)
+        exc.args = (f"{self.at(path)}: {exc}",)
+        raise exc
+
+
+def join_path(path: str, key: str | int) -> str:
+    """`path` extended by a mapping key (`a.b`) or a list index (`a[1]`)."""
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
+
+
+def check_keys(
+    where: Where, path: str, data: Mapping[Any, Any], allowed: Sequence[str], what: str
+) -> None:
+    """Refuse any key of `data` outside `allowed`."""
+    for key in data:
+        if key not in allowed:
+            where.fail(
+                join_path(path, str(key)) if path else str(key),
+                f"unknown key {_short(key)} in {what} (allowed: {', '.join(allowed)})",
+            )
+
+
+def require(where: Where, path: str, data: Mapping[Any, Any], key: str) -> object:
+    """`data[key]`, or a "required key is missing" error."""
+    if key not in data:
+        where.fail(join_path(path, key), "required key is missing")
+    return data[key]
+
+
+def positive_int(where: Where, path: str, value: object) -> int:
+    """`value` as a positive int; booleans are refused."""
+    # bool is an int subclass in Python; `trials: yes` must not become 1 trial.
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        where.fail(path, "expected a positive integer", value)
+    return value
+
+
+def string(where: Where, path: str, value: object) -> str:
+    """`value` if it is a string (YAML scalars such as dates are refused, not converted)."""
+    if not isinstance(value, str):
+        where.fail(path, "expected a string (quote it in YAML)", value)
+    return value
+
+
+def safe_name(where: Where, path: str, value: object) -> str:
+    """`value` if it can be a directory name (`names.safe_name_problem`)."""
+    name = string(where, path, value)
+    problem = safe_name_problem(name)
+    if problem:
+        where.fail(path, problem, name)
+    return name
+
+
+def ticket_name(where: Where, path: str, value: object) -> str:
+    """`value` if it can be a ticket (a safe name other than the no-ticket folder)."""
+    ticket = safe_name(where, path, value)
+    if ticket == NO_TICKET:
+        # The folder of ticket-less runs: a ticket of that name would mix with them.
+        where.fail(
+            path, f"expected a ticket other than {NO_TICKET!r} (omit the key instead)", value
+        )
+    return ticket
+
+
+def valid_threshold(where: Where, path: str, value: object) -> float:
+    """A validated confound threshold (see `confound.threshold_problem`)."""
+    problem = threshold_problem(value)
+    if problem:
+        where.fail(path, problem, value)
+    assert isinstance(value, (int, float))  # for mypy: threshold_problem checked it
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """One snapshot of the registry per recipe: entry points are read once, not per cell."""
+
+    mitigations: Mapping[str, Mitigation]
+    environments: Mapping[str, Environment]
+    workloads: Mapping[str, Workload]
+
+    @classmethod
+    def load(cls) -> Registry:
+        return cls(load_mitigations(), load_environments(), load_workloads())
+
+
+def resolve_workload(where: Where, path: str, value: object, reg: Registry) -> Workload:
+    """The registered workload named `value`."""
+    name = string(where, path, value)
+    if name not in reg.workloads:
+        where.unknown(UnknownWorkloadError, path, name, list(reg.workloads))
+    safe_name(where, path, name)
+    return reg.workloads[name]
+
+
+def resolve_mitigation(where: Where, path: str, value: object, reg: Registry) -> Mitigation:
+    """The registered mitigation named `value`."""
+    name = string(where, path, value)
+    if name not in reg.mitigations:
+        where.unknown(UnknownMitigationError, path, name, list(reg.mitigations))
+    return reg.mitigations[name]
+
+
+def inline_environment(where: Where, path: str, ref: object) -> Environment:
+    """The inline docker environment of image `ref`, auto-named `_inline_<hash>`."""
+    image = string(where, path, ref)
+    problem = image_ref_problem(image)
+    if problem:
+        where.fail(path, problem, image)
+    return Environment(
+        name=inline_environment_name(image),
+        kind="docker",
+        image=image,
+        description=f"inline docker environment for {image}",
+        source_package=INLINE_SOURCE_PACKAGE,
+    )
+
+
+def resolve_environment(where: Where, path: str, value: object, reg: Registry) -> Environment:
+    """A registered environment name, or an inline `{docker: <ref>}` mapping."""
+    if isinstance(value, Mapping):
+        check_keys(where, path, value, _INLINE_ENV_KEYS, "an inline environment")
+        return inline_environment(
+            where, join_path(path, "docker"), require(where, path, value, "docker")
+        )
+    if not isinstance(value, str):
+        where.fail(path, "expected an environment name or a mapping {docker: <image-ref>}", value)
+    if value not in reg.environments:
+        where.unknown(UnknownEnvironmentError, path, value, list(reg.environments))
+    return reg.environments[value]
+
+
+def extra_env_mapping(where: Where, path: str, value: object) -> dict[str, str]:
+    """A cell's `extra_env`: valid variable names, string values without NUL."""
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {VARIABLE: 'value'}", value)
+    result: dict[str, str] = {}
+    for key, item in value.items():
+        key_path = join_path(path, str(key))
+        if not isinstance(key, str):
+            where.fail(key_path, "expected a variable name string", key)
+        try:
+            check_env_var_name(key)
+        except ValueError:
+            where.fail(key_path, "expected a variable name matching [A-Za-z_][A-Za-z0-9_]*", key)
+        if not isinstance(item, str):
+            where.fail(key_path, "expected a string value (quote it in YAML)", item)
+        if "\x00" in item:
+            where.fail(key_path, "expected a value without NUL characters", item)
+        result[key] = item
+    return result
+
+
+def build_cell(
+    where: Where,
+    *,
+    name: str,
+    mitigations: Sequence[Mitigation],
+    mitigations_path: str,
+    environment: Environment,
+    extra_env: Mapping[str, str],
+    trials: int,
+    steps: int,
+) -> Cell:
+    """A `Cell` with the mitigations' env bundles merged (a key collision is a cell error)."""
+    try:
+        env = merge_env(mitigations, extra_env)
+    except MitigationConflictError as exc:
+        where.fail(mitigations_path, f"conflicting mitigations: {exc}", cell=True)
+    return Cell(
+        name=name,
+        mitigations=tuple(m.name for m in mitigations),
+        environment=environment,
+        extra_env=extra_env,
+        trials=trials,
+        steps=steps,
+        env=env,
+        mitigation_entries=tuple(mitigations),
+    )
+
+
+def _cell_from_data(
+    where: Where, index: int, data: object, reg: Registry, trials: int, steps: int
+) -> Cell:
+    path = f"cells[{index}]"
+    if not isinstance(data, Mapping):
+        where.fail(path, "expected a mapping with keys name, mitigations, environment", data)
+    check_keys(where, path, data, _CELL_KEYS, "a cell")
+    name = safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
+
+    mit_path = join_path(path, "mitigations")
+    raw = require(where, path, data, "mitigations")
+    if not isinstance(raw, list) or not raw:
+        where.fail(mit_path, "expected a non-empty list of mitigation names (use [none])", raw)
+    mitigations: list[Mitigation] = []
+    for i, item in enumerate(raw):
+        mitigation = resolve_mitigation(where, f"{mit_path}[{i}]", item, reg)
+        if any(m.name == mitigation.name for m in mitigations):
+            where.fail(f"{mit_path}[{i}]", "expected each mitigation once per cell", item)
+        mitigations.append(mitigation)
+
+    env_path = join_path(path, "environment")
+    environment = resolve_environment(
+        where, env_path, require(where, path, data, "environment"), reg
+    )
+    extra = extra_env_mapping(where, join_path(path, "extra_env"), data.get("extra_env", {}))
+    if "trials" in data:
+        trials = positive_int(where, join_path(path, "trials"), data["trials"])
+    if "steps" in data:
+        steps = positive_int(where, join_path(path, "steps"), data["steps"])
+    return build_cell(
+        where,
+        name=name,
+        mitigations=mitigations,
+        mitigations_path=mit_path,
+        environment=environment,
+        extra_env=extra,
+        trials=trials,
+        steps=steps,
+    )
+
+
+def _default_baseline(cells: Sequence[Cell]) -> str | None:
+    """Recipe-mode default: first `baseline-*` cell, else first `[none]` cell, else the only
+    cell; None when none of these applies (the caller reports it)."""
+    for cell in cells:
+        if cell.name.startswith("baseline-"):
+            return cell.name
+    for cell in cells:
+        if cell.mitigations == ("none",):
+            return cell.name
+    return cells[0].name if len(cells) == 1 else None
+
+
+def check_baseline(where: Where, path: str, value: object, cells: Sequence[Cell]) -> str:
+    """`value` if it names one of `cells`."""
+    name = string(where, path, value)
+    names = [cell.name for cell in cells]
+    if name not in names:
+        where.fail(path, f"expected the name of a cell ({', '.join(names)})", name)
+    return name
+
+
+def check_unique(where: Where, path: str, names: Sequence[str]) -> None:
+    """Refuse a value given twice on one axis."""
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            where.fail(f"{path}[{i}]", "expected each value once (duplicate)", name)
+        seen.add(name)
+
+
+def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float]:
+    """The `confound` mapping (empty when absent) and its validated threshold."""
+    if value is None:
+        return {}, DEFAULT_CONFOUND_THRESHOLD
+    if not isinstance(value, Mapping):
+        where.fail("confound", "expected a mapping with keys threshold, baseline_cell", value)
+    check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
+    threshold = DEFAULT_CONFOUND_THRESHOLD
+    if value.get("threshold") is not None:
+        threshold = valid_threshold(where, "confound.threshold", value["threshold"])
+    return value, threshold
+
+
+def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -> Recipe:
+    """Validate and resolve a parsed recipe mapping into a `Recipe`."""
+    if not isinstance(data, Mapping):
+        where.fail("(top level)", "expected a mapping of recipe keys", data)
+    check_keys(where, "", data, _TOP_KEYS, "the recipe")
+
+    version = require(where, "", data, "schema_version")
+    supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+    if isinstance(version, bool) or not isinstance(version, int):
+        where.fail("schema_version", f"expected an integer (supported: {supported})", version)
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        where.fail("schema_version", f"unsupported version (supported: {supported})", version)
+
+    reg = Registry.load()
+    ticket = None
+    if data.get("ticket") is not None:
+        ticket = ticket_name(where, "ticket", data["ticket"])
+    workload = resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
+    trials = positive_int(where, "trials", require(where, "", data, "trials"))
+    steps = positive_int(where, "steps", require(where, "", data, "steps"))
+
+    confound_raw, threshold = _confound(where, data.get("confound"))
+
+    cells_raw = require(where, "", data, "cells")
+    if not isinstance(cells_raw, list) or not cells_raw:
+        where.fail("cells", "expected a non-empty list of cells", cells_raw)
+    cells: list[Cell] = []
+    for index, item in enumerate(cells_raw):
+        cell = _cell_from_data(where, index, item, reg, trials, steps)
+        if any(c.name == cell.name for c in cells):
+            where.fail(f"cells[{index}].name", "expected a unique cell name", cell.name)
+        cells.append(cell)
+
+    explicit = confound_raw.get("baseline_cell")
+    if explicit is not None:
+        baseline = check_baseline(where, "confound.baseline_cell", explicit, cells)
+    else:
+        default = _default_baseline(cells)
+        if default is None:
+            where.fail(
+                "confound.baseline_cell",
+                "required: no cell is named 'baseline-*' or has mitigations [none]",
+            )
+        baseline = default
+
+    return Recipe(
+        schema_version=version,
+        ticket=ticket,
+        workload=workload.name,
+        trials=trials,
+        steps=steps,
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit),
+        cells=tuple(cells),
+        baseline=baseline,
+        source=source,
+        sha256=sha256,
+        workload_source_package=workload.source_package,
+    )
