@@ -48,15 +48,20 @@ def _describe(recipe: Recipe) -> None:
     """The resolved cells, one line each (what --dry-run prints)."""
     click.echo(
         f"recipe: workload={recipe.workload} ticket={recipe.ticket or '_no_ticket_'} "
-        f"baseline={recipe.baseline} threshold={recipe.confound.threshold}"
+        f"baseline={recipe.baseline} threshold={recipe.confound.threshold} "
+        f"order={recipe.order}"
+        + (f" (shuffle seed {recipe.order_seed})" if recipe.order == "interleaved" else "")
     )
     for cell in recipe.cells:
         env = cell.environment
         where = env.name if env.kind == "local" else f"{env.name} ({env.kind} {env.image})"
         vars_ = " ".join(f"{k}={v}" for k, v in cell.env.items()) or "(no env vars)"
+        stop = cell.stop_after_failures
+        budget = f"trials={cell.trials}" if stop is None else f"trials<={cell.trials}"
+        stop_text = "" if stop is None else f" stop_after_failures={stop}"
         click.echo(
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
-            f"trials={cell.trials} steps={cell.steps} env: {vars_}"
+            f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
 
 
@@ -75,6 +80,24 @@ def _describe(recipe: Recipe) -> None:
     "--environment-axis", help="Flag mode: comma-separated environments; image:<ref> = docker."
 )
 @click.option("--trials", type=click.IntRange(min=1), help="Flag mode: trials per cell.")
+@click.option(
+    "--order",
+    type=click.Choice(["interleaved", "sequential"]),
+    default="interleaved",
+    show_default=True,
+    help="Flag mode: interleaved runs trial k of every cell (shuffled) before trial k+1, so "
+    "machine drift hits all cells alike; sequential runs each cell's trials in one go.",
+)
+@click.option(
+    "--stop-after-failures",
+    type=click.IntRange(min=1),
+    help="Flag mode: stop a cell once K of its trials failed (with --max-trials N).",
+)
+@click.option(
+    "--max-trials",
+    type=click.IntRange(min=1),
+    help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
 @click.option("--baseline-cell", help="Flag mode: baseline cell name.")
@@ -108,6 +131,9 @@ def run_command(
     mitigation_axis: str | None,
     environment_axis: str | None,
     trials: int | None,
+    order: str,
+    stop_after_failures: int | None,
+    max_trials: int | None,
     steps: int,
     ticket: str | None,
     baseline_cell: str | None,
@@ -134,6 +160,7 @@ def run_command(
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
     else:
+        trials = _trial_budget(trials, stop_after_failures, max_trials)
         missing = [
             flag
             for flag, value in (
@@ -156,6 +183,8 @@ def run_command(
             ticket=ticket,
             baseline_cell=baseline_cell,
             confound_threshold=confound_threshold,
+            order=order,
+            stop_after_failures=stop_after_failures,
         )
     _describe(recipe)
     if dry_run:
@@ -185,12 +214,32 @@ def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
     return 0
 
 
+def _trial_budget(
+    trials: int | None, stop_after_failures: int | None, max_trials: int | None
+) -> int | None:
+    """Trials per cell: --trials, or with --stop-after-failures the cap --max-trials."""
+    if max_trials is not None and stop_after_failures is None:
+        raise click.UsageError("--max-trials: only with --stop-after-failures K")
+    if stop_after_failures is None:
+        return trials
+    if trials is not None:
+        raise click.UsageError(
+            "--trials: with --stop-after-failures give the cap as --max-trials N instead"
+        )
+    if max_trials is None:
+        raise click.UsageError("--stop-after-failures needs --max-trials N (the most per cell)")
+    return max_trials
+
+
 # Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
     "workload",
     "mitigation_axis",
     "environment_axis",
     "trials",
+    "order",
+    "stop_after_failures",
+    "max_trials",
     "steps",
     "ticket",
     "baseline_cell",

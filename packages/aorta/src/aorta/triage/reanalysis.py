@@ -16,11 +16,12 @@ from pathlib import Path
 from aorta.errors import AortaUsageError
 from aorta.timestamps import iso_stamp
 from aorta.triage.confound import threshold_problem
-from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix, error_cell
+from aorta.triage.matrix import CellStats, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, write_report
 from aorta.triage.recipe import Cell
 from aorta.triage.rundir import (
     archive_matrix,
+    cell_stats,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -36,7 +37,7 @@ def _cell_stats(run_dir: Path, cell: Cell, previous_errors: Mapping[str, str]) -
     if not results:
         reason = previous_errors.get(cell.name, NO_TRIALS)
         return error_cell(cell.name, reason, trials_requested=cell.trials)
-    return aggregate_cell(cell.name, results, trials_requested=cell.trials)
+    return cell_stats(cell, results)
 
 
 def reanalyze(
@@ -51,7 +52,12 @@ def reanalyze(
         previous = previous_matrix(run_dir)
         errors = {c["name"]: c["error"] for c in previous.get("cells", []) if c.get("error")}
         stats = [_cell_stats(run_dir, cell, errors) for cell in recipe.cells]
-        matrix = build_matrix(stats, baseline=recipe.baseline, threshold=recipe.confound.threshold)
+        matrix = build_matrix(
+            stats,
+            baseline=recipe.baseline,
+            threshold=recipe.confound.threshold,
+            paired=recipe.order == "interleaved",
+        )
         moment = now or datetime.now(UTC)
         archive_matrix(run_dir, moment)
         # Cells an interrupted run never reached, unless their trials have appeared since.
@@ -67,6 +73,7 @@ def reanalyze(
             interrupted=bool(previous.get("interrupted")),
             cells_not_run=not_run,
             resumed_at=tuple(previous.get("resumed_at", ())),
+            rounds=tuple(tuple(names) for names in previous.get("order", {}).get("rounds", ())),
         )
         write_report(report)
     return report

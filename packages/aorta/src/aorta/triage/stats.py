@@ -4,7 +4,8 @@ Every matrix cell reports
 
 - a 95 % Wilson interval for its failure rate (`wilson_interval`),
 - a two-sided Fisher exact p-value of its failures against the baseline's (`fisher_p_value`),
-- a bootstrap 95 % interval of its step-time ratio to the baseline (`bootstrap_ratio_interval`),
+- a bootstrap 95 % interval of its step-time ratio to the baseline (`bootstrap_ratio_interval`,
+  or `bootstrap_paired_ratio_interval` over rounds when the cells ran interleaved),
 
 and, when no cell differs significantly from the baseline, the matrix says how many trials per cell
 would detect the observed difference (`trials_needed`).
@@ -20,8 +21,10 @@ import math
 from collections.abc import Sequence
 
 __all__ = [
+    "bootstrap_paired_ratio_interval",
     "bootstrap_ratio_interval",
     "fisher_p_value",
+    "paired_ratio",
     "trials_needed",
     "wilson_interval",
 ]
@@ -117,6 +120,70 @@ def bootstrap_ratio_interval(
     if not bool(valid.any()):
         return None
     ratios = cell_means[valid] / base_means[valid]
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(ratios, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+def paired_ratio(cell_times: Sequence[float], baseline_times: Sequence[float]) -> float | None:
+    """`sum(cell) / sum(baseline)` over paired rounds (the two sequences align round by round).
+
+    The ratio of the rounds' means: a round in which the whole machine was slow weighs on both
+    sides alike. None without a pair or with a non-positive baseline sum. Pairs with a
+    non-finite value on either side are dropped.
+    """
+    pairs = _finite_pairs(cell_times, baseline_times)
+    base = math.fsum(b for _, b in pairs)
+    if not pairs or base <= 0.0:
+        return None
+    return math.fsum(c for c, _ in pairs) / base
+
+
+def _finite_pairs(
+    cell_times: Sequence[float], baseline_times: Sequence[float]
+) -> list[tuple[float, float]]:
+    if len(cell_times) != len(baseline_times):
+        raise ValueError(
+            f"paired samples need equal lengths, got {len(cell_times)} and {len(baseline_times)}"
+        )
+    return [
+        (float(c), float(b))
+        for c, b in zip(cell_times, baseline_times, strict=True)
+        if math.isfinite(c) and math.isfinite(b)
+    ]
+
+
+def bootstrap_paired_ratio_interval(
+    cell_times: Sequence[float],
+    baseline_times: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of `paired_ratio`, resampling rounds (pairs) together.
+
+    With interleaved order, round k of every cell runs close in time, so machine drift moves
+    both values of a pair alike; resampling whole rounds keeps that pairing, and the interval
+    measures how much the ratio varies from round to round, not how much the machine drifted
+    between cells. None with fewer than 2 finite pairs or a non-positive baseline sum.
+    """
+    _check_confidence(confidence)
+    if resamples < 1:
+        raise ValueError(f"resamples must be >= 1, got {resamples}")
+    pairs = _finite_pairs(cell_times, baseline_times)
+    if len(pairs) < 2 or math.fsum(b for _, b in pairs) <= 0.0:
+        return None
+    import numpy as np
+
+    data = np.asarray(pairs, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    picks = data[rng.integers(0, len(pairs), size=(resamples, len(pairs)))]
+    sums = picks.sum(axis=1)  # (resamples, 2): cell sum, baseline sum per resample
+    valid = sums[:, 1] > 0.0
+    if not bool(valid.any()):
+        return None
+    ratios = sums[valid, 0] / sums[valid, 1]
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
     return float(low), float(high)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from aorta.registry.models import Environment
 from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
@@ -20,6 +21,7 @@ from aorta.triage.recipe.validation import (
     check_baseline,
     check_unique,
     inline_environment,
+    order_mode,
     positive_int,
     resolve_environment,
     resolve_mitigation,
@@ -43,6 +45,8 @@ def recipe_from_flags(
     ticket: str | None = None,
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+    order: str = DEFAULT_ORDER,
+    stop_after_failures: int | None = None,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -51,7 +55,9 @@ def recipe_from_flags(
     recipe's `{docker: <ref>}` (`_inline_<blake2b8>`) and never touches the registry; a bare
     name must be registered. Default baseline: the (`none`, first environment) cell when `none`
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
-    `--environment-axis[1]: unknown environment 'x' ...`.
+    `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
+    `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
+    `trials` as the most it runs (`--max-trials N`).
     """
     where = Where(None)
     reg = Registry.load()
@@ -60,6 +66,9 @@ def recipe_from_flags(
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
     threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+    order_value = order_mode(where, "--order", order)
+    if stop_after_failures is not None:
+        stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
@@ -95,6 +104,7 @@ def recipe_from_flags(
                     extra_env={},
                     trials=trials,
                     steps=steps,
+                    stop_after=stop_after_failures,
                 )
             )
 
@@ -117,4 +127,5 @@ def recipe_from_flags(
         source=None,
         sha256=None,
         workload_source_package=wl.source_package,
+        order=order_value,
     )

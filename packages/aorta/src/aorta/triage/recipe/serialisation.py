@@ -53,18 +53,26 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "workload": {"name": recipe.workload, "source_package": recipe.workload_source_package},
         "trials": recipe.trials,
         "steps": recipe.steps,
+        "order": recipe.order,
+        "order_seed": recipe.order_seed,
         "confound": {"threshold": recipe.confound.threshold, "baseline_cell": recipe.baseline},
         "cells": [
             {
                 "name": cell.name,
                 "mitigations": [
-                    {"name": m.name, "source_package": m.source_package, "env": dict(m.env)}
+                    {
+                        "name": m.name,
+                        "source_package": m.source_package,
+                        "env": dict(m.env),
+                        "process_scoped": m.process_scoped,
+                    }
                     for m in cell.mitigation_entries
                 ],
                 "environment": _environment_dict(cell.environment),
                 "extra_env": dict(cell.extra_env),
                 "trials": cell.trials,
                 "steps": cell.steps,
+                "stop_after_failures": cell.stop_after_failures,
                 "env": dict(cell.env),
             }
             for cell in recipe.cells
@@ -88,6 +96,7 @@ def _cell(data: Mapping[str, Any]) -> Cell:
             env=m["env"],
             description="(from recipe.resolved.yaml)",
             source_package=m["source_package"],
+            process_scoped=m.get("process_scoped", False),
         )
         for m in data["mitigations"]
     )
@@ -100,6 +109,7 @@ def _cell(data: Mapping[str, Any]) -> Cell:
         steps=data["steps"],
         env=data["env"],
         mitigation_entries=mitigations,
+        stop_after_failures=data.get("stop_after_failures"),
     )
 
 
@@ -122,4 +132,7 @@ def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = N
         source=None if source is None else Path(source),
         sha256=data.get("sha256"),
         workload_source_package=data["workload"].get("source_package"),
+        # Runs written before order modes existed ran their cells one after the other.
+        order=data.get("order", "sequential"),
+        order_seed=data.get("order_seed", 0),
     )

@@ -30,16 +30,31 @@ from aorta.triage.names import (
     safe_name_problem,
 )
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
+    ORDERS,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
     ConfoundSettings,
+    Order,
     Recipe,
 )
 
-_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+_TOP_KEYS = (
+    "schema_version",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "order",
+    "order_seed",
+    "stop_after",
+    "confound",
+    "cells",
+)
 _CONFOUND_KEYS = ("threshold", "baseline_cell")
-_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
+_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "stop_after", "extra_env")
+_STOP_AFTER_KEYS = ("failures",)
 _INLINE_ENV_KEYS = ("docker",)
 _MAX_REPR = 80
 
@@ -115,6 +130,31 @@ def positive_int(where: Where, path: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         where.fail(path, "expected a positive integer", value)
     return value
+
+
+def order_mode(where: Where, path: str, value: object) -> Order:
+    """`value` if it is one of the order modes."""
+    for order in ORDERS:
+        if value == order:
+            return order
+    where.fail(path, f"expected one of {', '.join(ORDERS)}", value)
+
+
+def order_seed(where: Where, path: str, value: object) -> int:
+    """A seed for the per-round cell order: an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        where.fail(path, "expected an integer >= 0", value)
+    return value
+
+
+def stop_after_failures(where: Where, path: str, value: object) -> int | None:
+    """`stop_after: {failures: K}` -> K; `stop_after: null` (a cell opting out) -> None."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {failures: <positive integer>} or null", value)
+    check_keys(where, path, value, _STOP_AFTER_KEYS, "stop_after")
+    return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
 
 
 def string(where: Where, path: str, value: object) -> str:
@@ -243,6 +283,7 @@ def build_cell(
     extra_env: Mapping[str, str],
     trials: int,
     steps: int,
+    stop_after: int | None = None,
 ) -> Cell:
     """A `Cell` with the mitigations' env bundles merged (a key collision is a cell error)."""
     try:
@@ -258,11 +299,18 @@ def build_cell(
         steps=steps,
         env=env,
         mitigation_entries=tuple(mitigations),
+        stop_after_failures=stop_after,
     )
 
 
 def _cell_from_data(
-    where: Where, index: int, data: object, reg: Registry, trials: int, steps: int
+    where: Where,
+    index: int,
+    data: object,
+    reg: Registry,
+    trials: int,
+    steps: int,
+    stop_after: int | None,
 ) -> Cell:
     path = f"cells[{index}]"
     if not isinstance(data, Mapping):
@@ -290,6 +338,8 @@ def _cell_from_data(
         trials = positive_int(where, join_path(path, "trials"), data["trials"])
     if "steps" in data:
         steps = positive_int(where, join_path(path, "steps"), data["steps"])
+    if "stop_after" in data:
+        stop_after = stop_after_failures(where, join_path(path, "stop_after"), data["stop_after"])
     return build_cell(
         where,
         name=name,
@@ -299,6 +349,7 @@ def _cell_from_data(
         extra_env=extra,
         trials=trials,
         steps=steps,
+        stop_after=stop_after,
     )
 
 
@@ -367,13 +418,16 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     steps = positive_int(where, "steps", require(where, "", data, "steps"))
 
     confound_raw, threshold = _confound(where, data.get("confound"))
+    order = order_mode(where, "order", data["order"]) if "order" in data else DEFAULT_ORDER
+    seed = order_seed(where, "order_seed", data["order_seed"]) if "order_seed" in data else 0
+    stop_after = stop_after_failures(where, "stop_after", data.get("stop_after"))
 
     cells_raw = require(where, "", data, "cells")
     if not isinstance(cells_raw, list) or not cells_raw:
         where.fail("cells", "expected a non-empty list of cells", cells_raw)
     cells: list[Cell] = []
     for index, item in enumerate(cells_raw):
-        cell = _cell_from_data(where, index, item, reg, trials, steps)
+        cell = _cell_from_data(where, index, item, reg, trials, steps, stop_after)
         if any(c.name == cell.name for c in cells):
             where.fail(f"cells[{index}].name", "expected a unique cell name", cell.name)
         cells.append(cell)
@@ -402,4 +456,6 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         source=source,
         sha256=sha256,
         workload_source_package=workload.source_package,
+        order=order,
+        order_seed=seed,
     )
