@@ -92,21 +92,67 @@ def test_failures_are_results_and_counted_per_trial(tmp_path: Path) -> None:
     assert len(results[0].step_times_ms) == 5
 
 
-def test_workload_exception_is_a_failed_trial_and_env_is_restored(
+def test_workload_exception_before_the_first_step_is_an_error_and_env_is_restored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AORTA_TOY_FIX", raising=False)
     results = run_trials(
         _request(tmp_path, mitigations=("plugin_fix",), extra_env={"AORTA_TOY_RAISE": "1"})
     )
-    assert all(not r.passed for r in results)
-    assert results[0].failure == "RuntimeError: toy workload asked to raise"
+    assert all(not r.passed and r.outcome == "error" for r in results)
+    assert results[0].failure == (
+        "error before the first completed step: RuntimeError: toy workload asked to raise"
+    )
     assert results[0].traceback is not None
     assert "Traceback (most recent call last)" in results[0].traceback
     assert "AORTA_TOY_FIX" not in os.environ
     assert "AORTA_TOY_RAISE" not in os.environ
     saved = json.loads((tmp_path / "out" / "trial_0.json").read_text())
     assert saved["passed"] is False and "RuntimeError" in saved["traceback"]
+    assert saved["outcome"] == "error"
+
+
+def test_exception_after_a_completed_step_is_a_failure(tmp_path: Path) -> None:
+    (result,) = run_trials(_request(tmp_path, trials=1, extra_env={"AORTA_TOY_RAISE_AT": "1"}))
+    assert result.outcome == "failed" and not result.passed
+    assert (
+        result.failure
+        == "RuntimeError: toy workload raised after step 1 (after 2 completed step(s))"
+    )
+
+
+def test_missing_module_is_an_error_that_says_how_to_install_it(tmp_path: Path) -> None:
+    # The module name is what matters (torch -> the [torch] extra); a name that exists nowhere
+    # stands in for torch on a machine that has it.
+    (result,) = run_trials(
+        _request(tmp_path, trials=1, extra_env={"AORTA_TOY_IMPORT": "aorta_no_such_module"})
+    )
+    assert result.outcome == "error"
+    assert result.failure == (
+        "workload import error: ModuleNotFoundError: No module named 'aorta_no_such_module'"
+    )
+
+
+def test_workload_declares_failure_or_error_through_the_contract(tmp_path: Path) -> None:
+    (error,) = run_trials(_request(tmp_path, trials=1, extra_env={"AORTA_TOY_DECLARE": "error"}))
+    assert (error.outcome, error.failure) == ("error", "TrialError: toy: no device to measure on")
+    (failed,) = run_trials(
+        _request(
+            tmp_path,
+            output_dir=tmp_path / "f",
+            trials=1,
+            extra_env={"AORTA_TOY_DECLARE": "failure"},
+        )
+    )
+    assert failed.outcome == "failed"
+    assert failed.failure == "TrialFailure: toy: the checked invariant broke"
+    results = run_trials(
+        _request(
+            tmp_path, output_dir=tmp_path / "e", trials=3, extra_env={"AORTA_TOY_ERROR_SEEDS": "1"}
+        )
+    )
+    assert [r.outcome for r in results] == ["passed", "error", "passed"]
+    assert results[1].failure == "toy: setup"
 
 
 def test_interrupt_keeps_finished_trials_and_restores_env(tmp_path: Path) -> None:
@@ -189,15 +235,16 @@ def test_process_scoped_mitigation_runs_each_trial_in_a_fresh_process(
     assert saved == results[1]
 
 
-def test_child_that_dies_is_recorded_as_failed_with_its_log(tmp_path: Path) -> None:
+def test_child_that_dies_is_recorded_as_an_error_with_its_log(tmp_path: Path) -> None:
     results = run_trials(
         _request(tmp_path, workload="crash", mitigations=("plugin_process",), trials=1)
     )
     (result,) = results
-    assert not result.passed
+    assert not result.passed and result.outcome == "error"
     assert result.failure is not None and "exited with code 3" in result.failure
     assert result.traceback is not None and "exiting hard" in result.traceback
-    assert json.loads((tmp_path / "out" / "trial_0.json").read_text())["passed"] is False
+    saved = json.loads((tmp_path / "out" / "trial_0.json").read_text())
+    assert saved["passed"] is False and saved["outcome"] == "error"
 
 
 def test_only_rank_zero_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -171,6 +171,58 @@ def test_recipe_run_for_real_with_the_toy_workload(tmp_path: Path) -> None:
     assert "AORTA_TOY_FIX" in resolved  # plugin_fix expanded to its env bundle
 
 
+ERRORS_RECIPE = """\
+schema_version: 1
+workload: toy
+trials: 4
+steps: 3
+cells:
+  - name: baseline-local
+    mitigations: [none]
+    environment: local
+    extra_env: {AORTA_TOY_FAIL_AT: "1", AORTA_TOY_ERROR_SEEDS: "2"}
+  - name: never-trains
+    mitigations: [plugin_fix]
+    environment: local
+    extra_env: {AORTA_TOY_RAISE: "1"}
+"""
+
+
+@pytest.mark.usefixtures("plugin")
+def test_error_trials_are_counted_apart_and_fail_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "errors.yaml"
+    path.write_text(ERRORS_RECIPE)
+    out = tmp_path / "results"
+    assert main(["triage", "run", "--recipe", str(path), "--output-dir", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "aorta triage: 5 trial(s) errored (could not measure)" in err
+    run_dir = _only_run_dir(out)
+    cells = {c["name"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
+    base = cells["baseline-local"]
+    # Seeds 1 and 3 diverge, seed 2 errors: 2 failed of 3 measured, the error apart.
+    assert (base["passed_count"], base["failed_count"], base["error_count"]) == (1, 2, 1)
+    assert base["nan_rate"] == pytest.approx(2 / 3)
+    assert base["errors"] == ["trial 2: toy: setup"]
+    assert [t["outcome"] for t in base["trials"]] == ["passed", "failed", "error", "failed"]
+    never = cells["never-trains"]
+    assert never["error_count"] == 4 and never["fisher_p"] is None and never["nan_rate"] is None
+    assert never["confound"] == "error"
+    assert never["error"] == (
+        "all 4 trial(s) errored; first: trial 0: error before the first completed step: "
+        "RuntimeError: toy workload asked to raise"
+    )
+    md = (run_dir / "matrix.md").read_text()
+    rows = {
+        cols[0]: cols
+        for cols in ([c.strip() for c in line.strip("|").split("|")] for line in md.splitlines())
+    }
+    assert rows["baseline-local"][4] == "2 / 3 (+1 error)"
+    assert rows["never-trains"][4] == "0 / 0 (+4 errors)"
+    assert rows["never-trains"][-1] == "error"
+
+
 @pytest.mark.docker
 @pytest.mark.usefixtures("plugin")
 def test_flag_mode_with_an_image_cell_records_error_and_runs_the_rest(tmp_path: Path) -> None:

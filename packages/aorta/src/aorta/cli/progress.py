@@ -50,7 +50,8 @@ def _cell_summary(stats: CellStats) -> str:
         return f"error: {' '.join(stats.error.split())}"
     mean = stats.mean_step_time_ms
     timing = f", mean {mean:.1f} ms/step" if mean is not None else ""
-    return f"{stats.failed_count}/{stats.trials_run} failed{timing}"
+    errors = f" (+{stats.error_count} errored)" if stats.error_count else ""
+    return f"{stats.failed_count}/{stats.measured_count} failed{errors}{timing}"
 
 
 class TriageLineReporter(LineReporter):
@@ -190,7 +191,7 @@ class LiveReporter:
         if self.index is not None:
             cell = self.cells[self.index]
             cell.finished += 1
-            cell.failed += 0 if result.passed else 1
+            cell.failed += 1 if result.outcome == "failed" else 0
             cell.last = f"trial {result.trial_id + 1}: {trial_verdict(result)}"
             self.units_done += self.plan[self.index].steps
         self.step_no = None

@@ -71,10 +71,11 @@ class LineReporter:
 
 
 def trial_verdict(result: TrialResult) -> str:
-    """`passed, 12.3 ms/step` or `FAILED: <reason>, ...`: a trial's outcome in a few words."""
+    """`passed, 12.3 ms/step`, `FAILED: <reason>, ...` or `ERROR: <reason>, ...`: a trial's
+    outcome in a few words."""
     times = [t for t in result.step_times_ms if math.isfinite(t)]
     mean = f"{statistics.fmean(times):.1f} ms/step" if times else "no timed steps"
-    verdict = "passed" if result.passed else f"FAILED: {result.failure}"
+    verdict = "passed" if result.passed else f"{result.outcome.upper()}: {result.failure}"
     return f"{verdict}, {mean}"
 
 
@@ -129,7 +130,8 @@ def run_command(
 ) -> int:
     """Run TRIALS trials of a workload and write one trial_<id>.json per trial.
 
-    Exit code 0 when every trial passed, 1 when any trial failed, 2 for bad input.
+    Exit code 0 when every trial passed, 1 when any trial failed or errored (could not
+    measure; stderr says so), 2 for bad input.
     """
     from aorta.atomic import create_run_dir
     from aorta.registry.loader import get_workload
@@ -166,6 +168,15 @@ def run_command(
             err=True,
         )
         raise
-    failed = sum(not r.passed for r in results)
-    reporter.say(f"{trials - failed}/{trials} trial(s) passed; trial files in {run_dir}")
-    return 1 if failed else 0
+    failed = sum(r.outcome == "failed" for r in results)
+    errored = [r for r in results if r.errored]
+    passed = len(results) - failed - len(errored)
+    reporter.say(f"{passed}/{trials} trial(s) passed; trial files in {run_dir}")
+    if errored and rank == 0:
+        first = errored[0]
+        click.echo(
+            f"aorta run: {len(errored)} trial(s) errored (could not measure); first: "
+            f"trial {first.trial_id}: {first.failure}",
+            err=True,
+        )
+    return 1 if failed or errored else 0

@@ -145,7 +145,8 @@ def run_command(
     """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
     interrupted run with --resume RUN_DIR.
 
-    Exit 0 when every cell ran, 1 when a cell errored, 2 for bad input, 130 on Ctrl-C (a
+    Exit 0 when every cell ran, 1 when a cell or a trial errored, 2 for bad input, 130 on
+    Ctrl-C (a
     partial matrix marked interrupted is written first; --resume continues it).
     """
     from aorta.triage.recipe import load_recipe, recipe_from_flags
@@ -304,8 +305,16 @@ def _execute(recipe: Recipe, target: Path, progress: ProgressMode, *, resume: bo
                 err=True,
             )
         raise
+    errored_trials = sum(row.stats.error_count for row in report.matrix.rows)
     if loud:
         for warning in report.matrix.warnings:
             click.echo(f"aorta triage: warning: {warning}", err=True)
+        if errored_trials:
+            click.echo(
+                f"aorta triage: {errored_trials} trial(s) errored (could not measure); "
+                "they are left out of every rate: see the warnings above and matrix.md",
+                err=True,
+            )
         click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
-    return 1 if any(row.stats.error for row in report.matrix.rows) else 0
+    failed_cells = any(row.stats.error for row in report.matrix.rows)
+    return 1 if failed_cells or errored_trials else 0

@@ -72,8 +72,8 @@ def run_trial_in_child(
 
     `launcher` starts the child (default: this interpreter; see `aorta.runner.launchers` for
     other venvs and docker). If the child dies without writing its result (segfault, OOM kill,
-    missing image), the trial is recorded as failed with the exit code and the tail of its log;
-    the parent writes that record.
+    missing image), the trial is recorded as an `error` (it measured nothing the parent can
+    see) with the exit code and the tail of its log; the parent writes that record.
     """
     launch = launcher or python_launcher(sys.executable)
     request = resolved.request
@@ -103,6 +103,7 @@ def run_trial_in_child(
         resolved,
         trial_id,
         outcome=None,
+        verdict="error",
         failure=reason,
         traceback_text=log_text[-_LOG_TAIL_CHARS:] or None,
         started_at=started_at,

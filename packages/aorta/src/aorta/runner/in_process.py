@@ -10,7 +10,8 @@ from typing import Any
 
 from aorta.instrumentation.environment import collect_env
 from aorta.runner.environ import applied_environ
-from aorta.runner.models import Execution, TrialResult
+from aorta.runner.models import Execution, Outcome, TrialResult
+from aorta.runner.outcome import classify_exception, classify_outcome
 from aorta.runner.resolve import ResolvedRequest
 from aorta.workloads.contract import StepCallback, TrialContext, WorkloadOutcome, ignore_step
 
@@ -33,14 +34,24 @@ def run_trial_in_process(
 
     The trial's variables are in `os.environ` only while the workload runs and are restored
     afterwards, also when the workload raises. An exception from the workload becomes a failed
-    trial carrying the exception text and traceback.
+    or errored trial (`aorta.runner.outcome.classify_exception`) carrying the exception text
+    and traceback.
     """
     request = resolved.request
     started_at = utc_timestamp()
     start = time.perf_counter()
     outcome: WorkloadOutcome | None = None
     failure: str | None = None
+    verdict: Outcome = "passed"
     trace: str | None = None
+    steps_completed = 0
+
+    def counting_step(step: int, loss: float | None, step_time_ms: float) -> None:
+        # The default classification of an exception needs to know whether a step completed.
+        nonlocal steps_completed
+        steps_completed += 1
+        on_step(step, loss, step_time_ms)
+
     with applied_environ(resolved.env):
         ctx = TrialContext(
             trial_id=trial_id,
@@ -50,12 +61,13 @@ def run_trial_in_process(
             output_dir=request.output_dir,
             rank=rank,
             world_size=world_size,
-            on_step=on_step,
+            on_step=counting_step,
         )
         try:
             outcome = resolved.workload.entry(ctx)
+            verdict, failure = classify_outcome(outcome)
         except Exception as exc:  # a failing trial is data, not a crash of the runner
-            failure = f"{type(exc).__name__}: {exc}"
+            verdict, failure = classify_exception(exc, steps_completed)
             trace = traceback.format_exc()
         # Taken after the workload ran, still inside the trial's environment: by then the
         # workload has imported its libraries, so their effective settings can be read.
@@ -64,7 +76,8 @@ def run_trial_in_process(
         resolved,
         trial_id,
         outcome=outcome,
-        failure=outcome.failure if outcome is not None else failure,
+        verdict=verdict,
+        failure=failure,
         traceback_text=trace,
         started_at=started_at,
         wall_clock_sec=time.perf_counter() - start,
@@ -80,6 +93,7 @@ def build_trial_result(
     trial_id: int,
     *,
     outcome: WorkloadOutcome | None,
+    verdict: Outcome,
     failure: str | None,
     traceback_text: str | None,
     started_at: str,
@@ -89,7 +103,10 @@ def build_trial_result(
     rank: int = 0,
     world_size: int = 1,
 ) -> TrialResult:
-    """The trial record; `outcome` is None when the workload produced none (it raised, died)."""
+    """The trial record; `outcome` is None when the workload produced none (it raised, died).
+
+    `verdict` is the trial's outcome (passed / failed / error), `failure` its reason.
+    """
     request = resolved.request
     return TrialResult(
         trial_id=trial_id,
@@ -98,7 +115,8 @@ def build_trial_result(
         environment=request.environment_name,
         seed=request.trial_seed(trial_id),
         steps=request.steps,
-        passed=failure is None,
+        passed=verdict == "passed",
+        outcome=verdict,
         failure=failure,
         step_times_ms=list(outcome.step_times_ms) if outcome else [],
         warmup_steps=outcome.warmup_steps if outcome else 0,

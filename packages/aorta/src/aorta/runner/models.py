@@ -14,6 +14,11 @@ from aorta.registry.models import Environment
 TRIAL_SCHEMA_VERSION = 1
 
 Execution = Literal["in_process", "child_process"]
+# passed: the trial measured and the failure under study did not fire. failed: it fired
+# (non-finite loss / grad norm, or a workload-declared failure). error: the trial could not
+# measure it at all (crashed before its first step, import/setup error, killed, out of memory).
+Outcome = Literal["passed", "failed", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error")
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,13 @@ class RunRequest:
 
 @dataclass(frozen=True)
 class TrialResult:
-    """The record of one trial, as written to `trial_<id>.json`."""
+    """The record of one trial, as written to `trial_<id>.json`.
+
+    `outcome` is `passed`, `failed` or `error` (see `Outcome`); `passed` stays in the record
+    for readers of the first format and is always `outcome == "passed"`. `failure` holds the
+    reason of a failed or errored trial. A record without `outcome` (written before it
+    existed) reads as `passed` or `failed` from its `passed` field.
+    """
 
     trial_id: int
     workload: str
@@ -108,6 +119,21 @@ class TrialResult:
     # What the workload's step times measure (e.g. fsdp: "wall" or "cpu"); None: not declared.
     step_clock: str | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
+    outcome: Outcome = "passed"
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}")
+        if self.passed and self.outcome != "passed":
+            raise ValueError(f"a passed trial cannot have outcome {self.outcome!r}")
+        if not self.passed and self.outcome == "passed":
+            # Not passed and no outcome given: the first format's meaning, a failure.
+            object.__setattr__(self, "outcome", "failed")
+
+    @property
+    def errored(self) -> bool:
+        """Whether the trial could not measure (outcome `error`)."""
+        return self.outcome == "error"
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (tuples become lists)."""

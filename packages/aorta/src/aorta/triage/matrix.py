@@ -6,13 +6,18 @@ once; the output layer renders the returned `Matrix` (`Matrix.to_dict()` is stri
 
 Aggregation choices the spec leaves open, made here:
 
-- Step-time statistics pool every post-warm-up step time of every trial in the cell (passed or
-  failed): a failing trial's steps were still executed at that speed. Non-finite step times are
-  left out of the statistics (one NaN would poison every mean) but kept in the raw data.
+- Trials have an outcome: passed, failed (the failure under study fired) or error (the trial
+  could not measure; see `aorta.runner.outcome`). Errored trials are counted on their own
+  (`error_count`, each reason in `errors`) and left out of the failure rate, the Wilson and
+  Fisher evidence and the step-time statistics: they say nothing about the failure. A cell
+  whose trials all errored is an errored cell whose reason is the first trial's.
+- Step-time statistics pool every post-warm-up step time of every measured trial in the cell
+  (passed or failed): a failing trial's steps were still executed at that speed. Non-finite step
+  times are left out of the statistics (one NaN would poison every mean) but kept in the raw data.
 - `std_step_time_ms` is the sample standard deviation (ddof=1); None with fewer than 2 samples.
   Percentiles use numpy's default linear interpolation.
-- `nan_rate = failed_count / trials_run` (trials that actually ran, so one failing trial of 8 is
-  1/8, not 1/7 and not "cell failed"); None when no trial ran.
+- `nan_rate = failed_count / (passed_count + failed_count)` (measured trials, so one failing
+  trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
 - A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
   there is nothing to judge it by, and `error` keeps its row in the matrix.
 - `step_time_ratio` is the ratio of pooled means, cell over baseline. The baseline's own ratio is
@@ -31,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from aorta.runner.models import TrialResult
+from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, stats
 from aorta.triage.observed import (
     ObservedSettings,
@@ -72,6 +77,12 @@ class TrialSummary:
     env_applied: Mapping[str, str] = field(default_factory=dict)
     execution: str = "in_process"  # in_process / child_process
     step_clock: str | None = None  # what its step times measure; None: not declared
+    outcome: Outcome = "passed"
+
+    @property
+    def measured(self) -> bool:
+        """Whether the trial measured the failure (passed or failed, not an error)."""
+        return self.outcome != "error"
 
     @property
     def mean_step_time_ms(self) -> float | None:
@@ -113,16 +124,23 @@ class CellStats:
             and self.failed_count >= limit
             and self.trials_run < self.trials_requested
         )
+    error_count: int = 0  # trials with outcome `error` (not in passed/failed)
+    errors: tuple[str, ...] = ()  # `trial <id>: <reason>` of each of them
+
+    @property
+    def measured_count(self) -> int:
+        """Trials that measured the failure: passed + failed (errors excluded)."""
+        return self.passed_count + self.failed_count
 
     @property
     def step_times_ms(self) -> tuple[float, ...]:
-        """Every trial's post-warm-up step times, pooled in trial order (raw, unfiltered)."""
-        return tuple(t for trial in self.trials for t in trial.step_times_ms)
+        """Every measured trial's post-warm-up step times, pooled in trial order (unfiltered)."""
+        return tuple(t for trial in self.trials if trial.measured for t in trial.step_times_ms)
 
     @property
     def per_trial_mean_step_time_ms(self) -> tuple[float, ...]:
-        """Mean step time of each trial that recorded any (the bootstrap's resampling unit)."""
-        means = (trial.mean_step_time_ms for trial in self.trials)
+        """Mean step time of each measured trial that recorded any (the bootstrap's unit)."""
+        means = (trial.mean_step_time_ms for trial in self.trials if trial.measured)
         return tuple(m for m in means if m is not None)
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +154,8 @@ class CellStats:
             "stopped_early": self.stopped_early,
             "passed_count": self.passed_count,
             "failed_count": self.failed_count,
+            "error_count": self.error_count,
+            "errors": list(self.errors),
             "nan_rate": _json_float(self.nan_rate),
             "mean_step_time_ms": _json_float(self.mean_step_time_ms),
             "std_step_time_ms": _json_float(self.std_step_time_ms),
@@ -150,6 +170,7 @@ class CellStats:
                 {
                     "trial_id": t.trial_id,
                     "seed": t.seed,
+                    "outcome": t.outcome,
                     "passed": t.passed,
                     "failure": t.failure,
                     "failed_at_step": t.failed_at_step,
@@ -179,6 +200,10 @@ def _json_float(value: float | None) -> float | None:
 def _failure_reason(result: TrialResult) -> str:
     reason = result.failure or "failed (no reason recorded)"
     return f"trial {result.trial_id}: {reason}"
+
+
+def _error_reason(result: TrialResult) -> str:
+    return f"trial {result.trial_id}: {result.failure or 'error (no reason recorded)'}"
 
 
 def error_cell(name: str, reason: str, *, trials_requested: int = 0) -> CellStats:
@@ -211,9 +236,10 @@ def aggregate_cell(
 ) -> CellStats:
     """Aggregate one cell's trial results into counts, failure rate and step-time statistics.
 
-    Each trial counts on its own: one failing trial of 8 gives 7 passed / 1 failed. See the
-    module docstring for the pooling, std and percentile conventions. An empty `results` gives
-    an errored cell (there is nothing to aggregate).
+    Each trial counts on its own: one failing trial of 8 gives 7 passed / 1 failed; errored
+    trials are counted apart and judged by nothing. See the module docstring for the pooling,
+    std and percentile conventions. An empty `results` gives an errored cell (there is nothing
+    to aggregate), and so does a cell whose trials all errored (reason: the first error's).
     """
     if not results:
         return error_cell(
@@ -236,13 +262,16 @@ def aggregate_cell(
             env_applied=dict(r.env_applied),
             execution=r.execution,
             step_clock=r.step_clock,
+            outcome=r.outcome,
         )
         for r in ordered
     )
-    passed = sum(1 for r in ordered if r.passed)
-    failed = len(ordered) - passed
-    pooled = np.asarray(_finite(t for r in ordered for t in r.step_times_ms), dtype=np.float64)
-    walls = _finite(r.wall_clock_sec for r in ordered)
+    measured = [r for r in ordered if not r.errored]
+    errors = tuple(_error_reason(r) for r in ordered if r.errored)
+    passed = sum(1 for r in measured if r.passed)
+    failed = len(measured) - passed
+    pooled = np.asarray(_finite(t for r in measured for t in r.step_times_ms), dtype=np.float64)
+    walls = _finite(r.wall_clock_sec for r in measured)
     has_times = pooled.size > 0
     return CellStats(
         name=name,
@@ -250,18 +279,22 @@ def aggregate_cell(
         trials_run=len(ordered),
         passed_count=passed,
         failed_count=failed,
-        nan_rate=failed / len(ordered),
+        nan_rate=failed / len(measured) if measured else None,
         mean_step_time_ms=float(pooled.mean()) if has_times else None,
         std_step_time_ms=float(pooled.std(ddof=1)) if pooled.size > 1 else None,
         p50_step_time_ms=float(np.percentile(pooled, 50)) if has_times else None,
         p99_step_time_ms=float(np.percentile(pooled, 99)) if has_times else None,
         mean_wall_clock_sec=math.fsum(walls) / len(walls) if walls else None,
-        failures=tuple(_failure_reason(r) for r in ordered if not r.passed),
+        failures=tuple(_failure_reason(r) for r in measured if not r.passed),
         trials=trials,
         observed=observed_settings(
             [r.observed for r in ordered], {key for r in ordered for key in r.env_applied}
         ),
         stop_after_failures=stop_after_failures,
+        # Every trial errored: nothing was measured, and the row says why.
+        error=None if measured else f"all {len(ordered)} trial(s) errored; first: {errors[0]}",
+        error_count=len(errors),
+        errors=errors,
     )
 
 
@@ -396,12 +429,12 @@ def executions(cells: Sequence[CellStats]) -> tuple[str, ...]:
 
 def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[float]]:
     """Per-trial mean step times of the rounds (trial ids) both cells have one for."""
-    base_by_round = {t.trial_id: t.mean_step_time_ms for t in base.trials}
+    base_by_round = {t.trial_id: t.mean_step_time_ms for t in base.trials if t.measured}
     cell_side: list[float] = []
     base_side: list[float] = []
     for trial in cell.trials:
         base_mean = base_by_round.get(trial.trial_id)
-        if trial.mean_step_time_ms is not None and base_mean is not None:
+        if trial.measured and trial.mean_step_time_ms is not None and base_mean is not None:
             cell_side.append(trial.mean_step_time_ms)
             base_side.append(base_mean)
     return cell_side, base_side
@@ -417,6 +450,11 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
     if cell.error is not None:
         return [] if is_baseline else [f"cell {cell.name} failed: {cell.error}"]
     found: list[str] = []
+    if cell.error_count:
+        found.append(
+            f"cell {cell.name}: {cell.error_count} trial(s) errored and are left out of its "
+            f"failure rate (first: {cell.errors[0]})"
+        )
     if cell.trials_run < cell.trials_requested and not cell.stopped_early:
         found.append(
             f"cell {cell.name} ran {cell.trials_run} of {cell.trials_requested} requested trials"
@@ -450,7 +488,7 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     if needed is None:
         return (
             f"no cell's failure rate differs from the baseline's ({_pct(base_rate)} of "
-            f"{base.trials_run} trials): no observed difference to size more trials from"
+            f"{base.measured_count} trials): no observed difference to size more trials from"
         )
     return (
         f"more trials needed: {needed} trials per cell would detect a change from "
@@ -522,16 +560,16 @@ def build_matrix(
             threshold=threshold,
         )
         nan_ci = (
-            stats.wilson_interval(cell.failed_count, cell.trials_run, confidence)
-            if cell.error is None and cell.trials_run > 0
+            stats.wilson_interval(cell.failed_count, cell.measured_count, confidence)
+            if cell.error is None and cell.measured_count > 0
             else None
         )
         fisher_p: float | None = None
         ratio_ci: tuple[float, float] | None = None
         if not is_base and cell.error is None and base.error is None:
-            if cell.trials_run > 0 and base.trials_run > 0:
+            if cell.measured_count > 0 and base.measured_count > 0:
                 fisher_p = stats.fisher_p_value(
-                    cell.failed_count, cell.trials_run, base.failed_count, base.trials_run
+                    cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
                 )
             if pairs is not None:
                 ratio_ci = stats.bootstrap_paired_ratio_interval(

@@ -17,7 +17,8 @@ reader-facing ones):
   brackets, also in percent (`50% [22-78]`, with an en dash in the output). Rates that would
   round to 0 % or 100 % without being exactly that read `<1` / `>99`, so a rare failure is
   never shown as "0%".
-- Trials is `failed / run`; when fewer trials ran than were requested it reads `1 / 6 of 8`.
+- Trials is `failed / measured` (measured = passed + failed); errored trials follow in brackets
+  (`3 / 7 (+1 error)`); when fewer trials ran than were requested it reads `1 / 6 of 8`.
 - p vs baseline is the two-sided Fisher exact p-value, three decimals, `<0.001` below that, `—`
   where there is nothing to compare (the baseline row, errored cells, errored baseline).
 - Missing numbers read `n/a` (never `—`, which in the Confound column means "trust it").
@@ -240,13 +241,15 @@ def _nan_rate_text(row: MatrixRow) -> str:
 
 def _trials_text(row: MatrixRow) -> str:
     stats = row.stats
-    if stats.error is not None:
+    if stats.error is not None and not stats.trials_run:
         return _MISSING
-    text = f"{stats.failed_count} / {stats.trials_run}"
+    text = f"{stats.failed_count} / {stats.measured_count}"
     if stats.stopped_early:
         text += f" (stopped at {stats.stop_after_failures} failures; max {stats.trials_requested})"
     elif stats.trials_run < stats.trials_requested:
         text += f" of {stats.trials_requested}"
+    if stats.error_count:
+        text += f" (+{stats.error_count} error{'s' if stats.error_count > 1 else ''})"
     return text
 
 
@@ -434,9 +437,13 @@ def _notes(report: MatrixReport) -> list[str]:
     bullets = [
         "Rows are named by the recipe; the Mitigations and Environment columns say what each "
         "cell actually ran with.",
-        f"NaN rate is failed trials over trials run; the bracket is its {confidence} Wilson "
-        "interval in percent. Trials reads `failed / run` (`of N` when fewer than N requested "
-        "trials ran).",
+        "Each trial is passed, failed (the failure under study fired: non-finite loss or grad "
+        "norm, or a workload-declared failure) or an error (it could not measure: crashed "
+        "before its first step, import or setup error, killed, out of memory). Errors are "
+        "counted apart and left out of every rate, test and timing.",
+        f"NaN rate is failed trials over measured (passed + failed) trials; the bracket is its "
+        f"{confidence} Wilson interval in percent. Trials reads `failed / measured` (`of N` "
+        "when fewer than N requested trials ran, `(+K errors)` for errored trials).",
         "p vs baseline is the two-sided Fisher exact p-value of the cell's failure count "
         f"against the baseline's; below {matrix.alpha:g} the difference is unlikely to be "
         "chance. `\u2014` means there is nothing to compare.",

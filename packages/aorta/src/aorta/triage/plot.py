@@ -165,7 +165,7 @@ def _draw_failures(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None
         # Near either edge, anchor the label inward so that it stays inside the axis.
         align = "left" if rate < 15 else "right" if rate > 85 else "center"
         ax.annotate(
-            f"{stats.failed_count}/{stats.trials_run}{p}",
+            f"{stats.failed_count}/{stats.measured_count}{p}",
             (rate, pos),
             xytext=(0, 9),
             textcoords="offset points",

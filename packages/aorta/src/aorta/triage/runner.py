@@ -97,7 +97,7 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
 def _stopped(cell: Cell, results: Sequence[TrialResult]) -> bool:
     """Whether the cell's `stop_after` rule is met: enough of its trials failed."""
     limit = cell.stop_after_failures
-    return limit is not None and sum(1 for r in results if not r.passed) >= limit
+    return limit is not None and sum(1 for r in results if r.outcome == "failed") >= limit
 
 
 @dataclass

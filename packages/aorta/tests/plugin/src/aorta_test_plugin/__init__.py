@@ -13,7 +13,7 @@ import os
 import time
 
 from aorta.registry import Environment, Mitigation, Workload
-from aorta.workloads.contract import TrialContext, WorkloadOutcome
+from aorta.workloads.contract import TrialContext, TrialError, TrialFailure, WorkloadOutcome
 
 FIX = Mitigation(
     name="plugin_fix",
@@ -45,10 +45,26 @@ _WATCHED = ("AORTA_TOY_FIX", "AORTA_TOY_PROCESS_FLAG", "AORTA_TOY_EXTRA", "AORTA
 
 
 def _toy(ctx: TrialContext) -> WorkloadOutcome:
-    """Loss = 1/(step+1); diverges (NaN) at AORTA_TOY_FAIL_AT for odd seeds unless fixed."""
+    """Loss = 1/(step+1); diverges (NaN) at AORTA_TOY_FAIL_AT for odd seeds unless fixed.
+
+    Outcome knobs: AORTA_TOY_RAISE (RuntimeError before any step), AORTA_TOY_RAISE_AT=<step>
+    (RuntimeError after that step completed), AORTA_TOY_IMPORT=<module> (imports it first),
+    AORTA_TOY_DECLARE=error|failure (raises TrialError / TrialFailure), AORTA_TOY_ERROR_SEEDS
+    (comma-separated seeds whose trial returns an outcome with `error` set).
+    """
     env = os.environ
     if env.get("AORTA_TOY_RAISE"):
         raise RuntimeError("toy workload asked to raise")
+    if env.get("AORTA_TOY_IMPORT"):
+        __import__(env["AORTA_TOY_IMPORT"])
+    declared = env.get("AORTA_TOY_DECLARE")
+    if declared == "error":
+        raise TrialError("toy: no device to measure on")
+    if declared == "failure":
+        raise TrialFailure("toy: the checked invariant broke")
+    if str(ctx.seed) in env.get("AORTA_TOY_ERROR_SEEDS", "").split(","):
+        return WorkloadOutcome(step_times_ms=[], warmup_steps=0, losses=[], error="toy: setup")
+    raise_at = int(env.get("AORTA_TOY_RAISE_AT", "-1"))
     if env.get("AORTA_TOY_INTERRUPT_AT_TRIAL") == str(ctx.trial_id):
         raise KeyboardInterrupt
     fail_at = int(env.get("AORTA_TOY_FAIL_AT", "-1"))
@@ -64,6 +80,8 @@ def _toy(ctx: TrialContext) -> WorkloadOutcome:
         loss = math.nan if diverges and step == fail_at else 1.0 / (step + 1)
         elapsed = (time.perf_counter() - start) * 1000.0
         ctx.on_step(step, None if math.isnan(loss) else loss, elapsed)
+        if step == raise_at:
+            raise RuntimeError(f"toy workload raised after step {step}")
         if math.isnan(loss):
             losses.append(None)
             failure, failed_at = f"non-finite loss at step {step}", step
