@@ -1,0 +1,206 @@
+"""Interleaved order, paired ratios, one execution mode per matrix, clocks and `stop_after`.
+
+`open_trials` (the per-cell session the interleaved runner drives) is mocked at its boundary;
+`test_resume.py` and `test_progress.py` run the real thing through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from aorta_testing import make_trial
+
+from aorta.errors import EnvironmentUnavailableError
+from aorta.instrumentation.environment import collect_env
+from aorta.instrumentation.models import EnvSnapshot
+from aorta.runner.models import RunRequest, TrialResult
+from aorta.triage import runner as triage_runner
+from aorta.triage.matrix import aggregate_cell, build_matrix
+from aorta.triage.recipe import Recipe, recipe_from_flags
+from aorta.triage.runner import TriageInterrupted, run_recipe
+from aorta.triage.schedule import round_order
+from aorta.triage.stats import bootstrap_paired_ratio_interval, paired_ratio
+
+
+def _probe(scope: str = "host", **kwargs: object) -> EnvSnapshot:
+    return collect_env("trial")  # cheap and real; which scope does not matter here
+
+
+class FakeSession:
+    """One cell's session: records (cell, trial id) into the shared event list."""
+
+    def __init__(self, owner: FakeOpenTrials, request: RunRequest) -> None:
+        self.owner, self.request = owner, request
+
+    def run(self, trial_id: int) -> TrialResult:
+        cell = self.request.output_dir.name
+        self.owner.events.append((cell, trial_id))
+        if (cell, trial_id) == self.owner.interrupt_at:
+            raise KeyboardInterrupt
+        failed = trial_id in self.owner.failing.get(cell, ())
+        result = make_trial(
+            trial_id,
+            passed=not failed,
+            outcome="failed" if failed else "passed",
+            step_times_ms=[self.owner.step_ms.get(cell, 10.0)] * 3,
+            mitigations=self.request.mitigations,
+            step_clock=self.owner.clocks.get(cell, "wall"),
+            execution="child_process" if self.request.fresh_process else "in_process",
+        )
+        self.request.output_dir.mkdir(parents=True, exist_ok=True)
+        self.request.trial_path(trial_id).write_text(json.dumps(result.to_dict()))
+        return result
+
+
+class FakeOpenTrials:
+    def __init__(self) -> None:
+        self.requests: list[RunRequest] = []
+        self.events: list[tuple[str, int]] = []
+        self.failing: dict[str, set[int]] = {}
+        self.step_ms: dict[str, float] = {}
+        self.clocks: dict[str, str] = {}
+        self.unavailable: set[str] = set()
+        self.interrupt_at: tuple[str, int] | None = None
+
+    def __call__(self, request: RunRequest, reporter: object = None) -> FakeSession:
+        if request.output_dir.name in self.unavailable:
+            raise EnvironmentUnavailableError("engine gone")
+        self.requests.append(request)
+        return FakeSession(self, request)
+
+
+def _install(monkeypatch: pytest.MonkeyPatch) -> FakeOpenTrials:
+    fake = FakeOpenTrials()
+    monkeypatch.setattr(triage_runner, "open_trials", fake)
+    return fake
+
+
+def _recipe(mitigations: list[str], trials: int = 4, **flags: object) -> Recipe:
+    return recipe_from_flags(
+        workload="fsdp",
+        mitigation_axis=mitigations,
+        environment_axis=["local"],
+        trials=trials,
+        steps=3,
+        **flags,  # type: ignore[arg-type]
+    )
+
+
+CELLS = ["none-local", "fsdp_grad_clip-local", "fsdp_substeps-local"]
+
+
+def test_round_k_of_every_cell_runs_before_round_k_plus_1_in_a_seeded_shuffle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _install(monkeypatch)
+    recipe = _recipe(["none", "fsdp_grad_clip", "fsdp_substeps"])
+    assert recipe.order == "interleaved"
+    report = run_recipe(recipe, tmp_path, probe=_probe)
+    expected = [(name, k) for k in range(4) for name in round_order(0, k, CELLS)]
+    assert fake.events == expected
+    orders = [tuple(round_order(0, k, CELLS)) for k in range(4)]
+    assert len(set(orders)) > 1  # a fresh order per round, not one fixed order
+    assert len(fake.requests) == 3  # one session per cell: set-up is not paid per trial
+    data = json.loads((report.run_dir / "matrix.json").read_text())
+    assert data["order"] == {"mode": "interleaved", "seed": 0, "rounds": [list(o) for o in orders]}
+    md = (report.run_dir / "matrix.md").read_text()
+    assert "**Order**: interleaved" in md and "paired round by round" in md
+    assert "**Execution**: every trial in this process" in md
+
+
+def test_one_cell_needing_a_child_process_sends_every_cell_to_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _install(monkeypatch)
+    report = run_recipe(_recipe(["none", "xnack"], trials=1), tmp_path, probe=_probe)
+    assert [r.fresh_process for r in fake.requests] == [True, True]
+    md = (report.run_dir / "matrix.md").read_text()
+    assert "**Execution**: every trial in a fresh child process" in md
+    assert json.loads((report.run_dir / "matrix.json").read_text())["executions"] == [
+        "child_process"
+    ]
+    fake = _install(monkeypatch)
+    run_recipe(_recipe(["none", "fsdp_grad_clip"], trials=1), tmp_path, probe=_probe)
+    assert [r.fresh_process for r in fake.requests] == [False, False]
+
+
+def test_stop_after_failures_drops_a_cell_from_later_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _install(monkeypatch)
+    fake.failing = {"none-local": {0, 2, 3}, "fsdp_grad_clip-local": {1}}
+    recipe = _recipe(["none", "fsdp_grad_clip"], trials=6, stop_after_failures=2)
+    report = run_recipe(recipe, tmp_path, probe=_probe)
+    ran = {name: [k for cell, k in fake.events if cell == name] for name in CELLS[:2]}
+    assert ran == {"none-local": [0, 1, 2], "fsdp_grad_clip-local": [0, 1, 2, 3, 4, 5]}
+    base = report.matrix.row("none-local").stats
+    assert base.stopped_early and (base.failed_count, base.trials_run) == (2, 3)
+    assert not report.matrix.row("fsdp_grad_clip-local").stats.stopped_early
+    assert not any("requested trials" in w for w in report.matrix.warnings)
+    md = (report.run_dir / "matrix.md").read_text()
+    assert "2 / 3 (stopped at 2 failures; max 6)" in md
+    assert "1 / 6 " in md
+
+
+def test_interrupted_interleaved_run_keeps_every_cells_finished_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _install(monkeypatch)
+    second = round_order(0, 1, CELLS[:2])[1]
+    fake.interrupt_at = (second, 1)
+    with pytest.raises(TriageInterrupted) as info:
+        run_recipe(_recipe(["none", "fsdp_grad_clip"]), tmp_path, probe=_probe)
+    report = info.value.report
+    assert report.interrupted and report.cells_not_run == ()
+    runs = {row.name: row.stats.trials_run for row in report.matrix.rows}
+    assert runs == {second: 1, next(c for c in CELLS[:2] if c != second): 2}
+
+
+def test_a_cell_whose_session_cannot_open_errors_and_the_rounds_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _install(monkeypatch)
+    fake.unavailable = {"fsdp_grad_clip-local"}
+    report = run_recipe(_recipe(["none", "fsdp_grad_clip"]), tmp_path, probe=_probe)
+    assert report.matrix.row("fsdp_grad_clip-local").stats.error == "engine gone"
+    assert [k for cell, k in fake.events if cell == "none-local"] == [0, 1, 2, 3]
+
+
+def test_paired_ratio_cancels_drift_that_fools_the_unpaired_interval() -> None:
+    # Identical work; the machine slows down 4x over the rounds (drift), and the baseline of
+    # each round happens to run a little later than the cell. Pairing sees ratio ~1 with a
+    # tight interval; pooling the rounds sees the drift as noise.
+    base = [10.0 * (1 + k) * 1.02 for k in range(8)]
+    cell = [10.0 * (1 + k) for k in range(8)]
+    ratio = paired_ratio(cell, base)
+    assert ratio is not None and abs(ratio - 1 / 1.02) < 1e-9
+    interval = bootstrap_paired_ratio_interval(cell, base, seed=0)
+    assert interval is not None and interval[1] - interval[0] < 1e-9
+    with pytest.raises(ValueError, match="equal lengths"):
+        paired_ratio(cell, base[:3])
+
+
+def _cell(name: str, means: list[float], clock: str) -> object:
+    trials = [
+        make_trial(k, passed=True, step_times_ms=[m, m], step_clock=clock)
+        for k, m in enumerate(means)
+    ]
+    return aggregate_cell(name, trials, trials_requested=len(trials))
+
+
+def test_matrix_pairs_rounds_and_warns_when_clocks_differ() -> None:
+    drift = [10.0, 40.0, 12.0, 80.0]
+    base = _cell("base", drift, "cpu")
+    same = _cell("same", [m * 1.01 for m in drift], "cpu")
+    paired = build_matrix([base, same], baseline="base", paired=True)  # type: ignore[list-item]
+    unpaired = build_matrix([base, same], baseline="base")  # type: ignore[list-item]
+    low, high = paired.row("same").step_time_ratio_ci  # type: ignore[misc]
+    assert high - low < 1e-9 and abs(paired.row("same").step_time_ratio - 1.01) < 1e-9  # type: ignore[operator]
+    wide = unpaired.row("same").step_time_ratio_ci
+    assert wide is not None and wide[1] - wide[0] > 0.5
+    assert not paired.warnings
+    mixed = build_matrix([base, _cell("wall", drift, "wall")], baseline="base")  # type: ignore[list-item]
+    (warning,) = mixed.warnings
+    assert "different clocks (base: cpu; wall: wall)" in warning
