@@ -124,6 +124,7 @@ class CellStats:
             and self.failed_count >= limit
             and self.trials_run < self.trials_requested
         )
+
     error_count: int = 0  # trials with outcome `error` (not in passed/failed)
     errors: tuple[str, ...] = ()  # `trial <id>: <reason>` of each of them
 
