@@ -204,3 +204,102 @@ def test_matrix_pairs_rounds_and_warns_when_clocks_differ() -> None:
     mixed = build_matrix([base, _cell("wall", drift, "wall")], baseline="base")  # type: ignore[list-item]
     (warning,) = mixed.warnings
     assert "different clocks (base: cpu; wall: wall)" in warning
+
+
+def _recipe_file(tmp_path: Path, **top: object) -> Path:
+    import yaml
+
+    data: dict[str, object] = {
+        "schema_version": 1,
+        "workload": "fsdp",
+        "trials": 5,
+        "steps": 3,
+        "cells": [
+            {"name": "baseline-local", "mitigations": ["none"], "environment": "local"},
+            {
+                "name": "clip",
+                "mitigations": ["fsdp_grad_clip"],
+                "environment": "local",
+                "stop_after": None,
+            },
+        ],
+        **top,
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_recipe_order_seed_and_stop_after_with_a_per_cell_opt_out(tmp_path: Path) -> None:
+    from aorta.triage.recipe import load_recipe, recipe_from_resolved, resolved_recipe_dict
+
+    plain = load_recipe(_recipe_file(tmp_path))
+    assert (plain.order, plain.order_seed) == ("interleaved", 0)
+    recipe = load_recipe(
+        _recipe_file(tmp_path, order="sequential", order_seed=7, stop_after={"failures": 2})
+    )
+    assert (recipe.order, recipe.order_seed) == ("sequential", 7)
+    assert recipe.cell("baseline-local").stop_after_failures == 2
+    assert recipe.cell("clip").stop_after_failures is None  # `stop_after: null` opts out
+    again = recipe_from_resolved(resolved_recipe_dict(recipe))
+    assert (again.order, again.order_seed) == ("sequential", 7)
+    assert again.cell("baseline-local").stop_after_failures == 2
+    # A run directory written before order modes existed ran sequentially.
+    old = resolved_recipe_dict(recipe)
+    del old["order"], old["order_seed"]
+    assert recipe_from_resolved(old).order == "sequential"
+
+
+@pytest.mark.parametrize(
+    ("top", "message"),
+    [
+        ({"order": "random"}, "order: expected one of interleaved, sequential, got 'random'"),
+        ({"order_seed": -1}, "order_seed: expected an integer >= 0, got -1"),
+        ({"stop_after": 3}, "stop_after: expected a mapping {failures: <positive integer>}"),
+        ({"stop_after": {"failures": 0}}, "stop_after.failures: expected a positive integer"),
+        ({"stop_after": {"fails": 2}}, "stop_after.fails: unknown key 'fails'"),
+    ],
+)
+def test_bad_order_and_stop_after_are_one_line_errors(
+    tmp_path: Path, top: dict[str, object], message: str
+) -> None:
+    from aorta.triage.errors import RecipeSchemaError
+    from aorta.triage.recipe import load_recipe
+
+    path = _recipe_file(tmp_path, **top)
+    with pytest.raises(RecipeSchemaError) as info:
+        load_recipe(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--trials", "3", "--max-trials", "9"], "--max-trials: only with --stop-after-failures"),
+        (["--trials", "3", "--stop-after-failures", "2"], "give the cap as --max-trials N"),
+        (["--stop-after-failures", "2"], "--stop-after-failures needs --max-trials N"),
+        (["--trials", "3", "--order", "random"], "'random' is not one of"),
+    ],
+)
+def test_flag_mode_stop_and_order_usage_errors(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aorta.cli.main import main
+
+    base = ["triage", "run", "--mode", "matrix", "--workload", "fsdp"]
+    axes = ["--mitigation-axis", "none", "--environment-axis", "local", "--dry-run"]
+    assert main([*base, *axes, *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_flag_mode_stop_after_builds_the_cap_and_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    from aorta.cli.main import main
+
+    argv = ["triage", "run", "--mode", "matrix", "--workload", "fsdp", "--mitigation-axis",
+            "none", "--environment-axis", "local", "--stop-after-failures", "3",
+            "--max-trials", "40", "--order", "sequential", "--dry-run"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "order=sequential" in out
+    assert "none-local: mitigations=none environment=local trials<=40 stop_after_failures=3" in out
