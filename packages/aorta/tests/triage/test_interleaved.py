@@ -21,7 +21,7 @@ from aorta.triage.matrix import aggregate_cell, build_matrix
 from aorta.triage.recipe import Recipe, recipe_from_flags
 from aorta.triage.runner import TriageInterrupted, run_recipe
 from aorta.triage.schedule import round_order
-from aorta.triage.stats import bootstrap_paired_ratio_interval, paired_ratio
+from aorta.triage.stats import bootstrap_ratio_interval, paired_ratio
 
 
 def _probe(scope: str = "host", **kwargs: object) -> EnvSnapshot:
@@ -176,7 +176,9 @@ def test_paired_ratio_cancels_drift_that_fools_the_unpaired_interval() -> None:
     cell = [10.0 * (1 + k) for k in range(8)]
     ratio = paired_ratio(cell, base)
     assert ratio is not None and abs(ratio - 1 / 1.02) < 1e-9
-    interval = bootstrap_paired_ratio_interval(cell, base, seed=0)
+    interval = bootstrap_ratio_interval(cell, base, seed=0, paired=True)
+    unpaired = bootstrap_ratio_interval(cell, base, seed=0)
+    assert unpaired is not None and unpaired[1] - unpaired[0] > 0.5
     assert interval is not None and interval[1] - interval[0] < 1e-9
     with pytest.raises(ValueError, match="equal lengths"):
         paired_ratio(cell, base[:3])

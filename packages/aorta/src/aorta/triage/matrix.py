@@ -517,7 +517,7 @@ def build_matrix(
     two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
     the ratio. With `paired` (the cells ran interleaved: trial k of every cell in round k) the
     ratio and its interval are computed round by round over the rounds both cells ran
-    (`stats.paired_ratio`, `stats.bootstrap_paired_ratio_interval`). Errored cells keep their
+    (`stats.paired_ratio`, `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their
     rows. An errored (or timing-less) baseline never aborts:
     ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
     unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
@@ -572,14 +572,10 @@ def build_matrix(
                 fisher_p = stats.fisher_p_value(
                     cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
                 )
-            if pairs is not None:
-                ratio_ci = stats.bootstrap_paired_ratio_interval(
-                    *pairs, confidence=confidence, resamples=bootstrap_resamples, seed=seed
-                )
-            elif ratio is not None:
+            if ratio is not None:
                 ratio_ci = stats.bootstrap_ratio_interval(
-                    cell.per_trial_mean_step_time_ms,
-                    base_per_trial,
+                    *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
+                    paired=pairs is not None,
                     confidence=confidence,
                     resamples=bootstrap_resamples,
                     seed=seed,
