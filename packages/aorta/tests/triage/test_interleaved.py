@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aorta_testing import make_trial
@@ -31,12 +34,14 @@ def _probe(scope: str = "host", **kwargs: object) -> EnvSnapshot:
 class FakeSession:
     """One cell's session: records (cell, trial id) into the shared event list."""
 
-    def __init__(self, owner: FakeOpenTrials, request: RunRequest) -> None:
-        self.owner, self.request = owner, request
+    def __init__(self, owner: FakeOpenTrials, request: RunRequest, reporter: Any) -> None:
+        self.owner, self.request, self.reporter = owner, request, reporter
 
     def run(self, trial_id: int) -> TrialResult:
         cell = self.request.output_dir.name
         self.owner.events.append((cell, trial_id))
+        if self.reporter is not None:  # as TrialSession.run reports
+            self.reporter.trial_started(self.request, trial_id, trial_id)
         if (cell, trial_id) == self.owner.interrupt_at:
             raise KeyboardInterrupt
         failed = trial_id in self.owner.failing.get(cell, ())
@@ -51,6 +56,8 @@ class FakeSession:
         )
         self.request.output_dir.mkdir(parents=True, exist_ok=True)
         self.request.trial_path(trial_id).write_text(json.dumps(result.to_dict()))
+        if self.reporter is not None:
+            self.reporter.trial_finished(result)
         return result
 
 
@@ -64,11 +71,11 @@ class FakeOpenTrials:
         self.unavailable: set[str] = set()
         self.interrupt_at: tuple[str, int] | None = None
 
-    def __call__(self, request: RunRequest, reporter: object = None) -> FakeSession:
+    def __call__(self, request: RunRequest, reporter: Any = None) -> FakeSession:
         if request.output_dir.name in self.unavailable:
             raise EnvironmentUnavailableError("engine gone")
         self.requests.append(request)
-        return FakeSession(self, request)
+        return FakeSession(self, request, reporter)
 
 
 def _install(monkeypatch: pytest.MonkeyPatch) -> FakeOpenTrials:
@@ -108,6 +115,24 @@ def test_round_k_of_every_cell_runs_before_round_k_plus_1_in_a_seeded_shuffle(
     md = (report.run_dir / "matrix.md").read_text()
     assert "**Order**: interleaved" in md and "paired round by round" in md
     assert "**Execution**: every trial in this process" in md
+
+
+def test_live_progress_follows_the_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from aorta.cli.progress import LiveReporter
+
+    fake = _install(monkeypatch)
+    fake.failing = {"fsdp_grad_clip-local": {2}}
+    out = io.StringIO()
+    console = Console(file=out, width=120, force_terminal=True, color_system=None)
+    with LiveReporter(console) as reporter:
+        run_recipe(_recipe(["none", "fsdp_grad_clip"]), tmp_path, probe=_probe,
+                   reporter=reporter)  # fmt: skip
+    last = out.getvalue().rsplit("aorta triage", 1)[-1]
+    # Every cell's row counts its own trials, whichever order the rounds ran them in.
+    assert re.search(r"none-local\s+4/4\s+0\s+10\.0 ms", last)
+    assert re.search(r"fsdp_grad_clip-local\s+4/4\s+1\s+10\.0 ms", last)
 
 
 def test_one_cell_needing_a_child_process_sends_every_cell_to_one(
