@@ -77,7 +77,10 @@ def test_step_time_statistics_pool_every_trial_and_match_numpy() -> None:
     ]
     cell = aggregate_cell("c", results, trials_requested=3)
     pooled = np.array([t for times in per_trial for t in times])
-    assert cell.mean_step_time_ms == pytest.approx(pooled.mean())
+    # The mean is the mean of the trials' means (what the ratio and its interval use)...
+    assert cell.mean_step_time_ms == pytest.approx(np.mean([np.mean(t) for t in per_trial]))
+    assert cell.mean_step_time_ms != pytest.approx(pooled.mean())
+    # ...the spread statistics pool every step.
     assert cell.std_step_time_ms == pytest.approx(pooled.std(ddof=1))
     assert cell.p50_step_time_ms == pytest.approx(np.percentile(pooled, 50))
     assert cell.p99_step_time_ms == pytest.approx(np.percentile(pooled, 99))
@@ -137,14 +140,15 @@ def test_error_cell_has_no_counts_or_timings() -> None:
 # --- matrix ------------------------------------------------------------------------------
 
 
-def _spec_matrix() -> Matrix:
-    """The spec's example: baseline 4/8 failing at 412 ms, mitigations at 0/8."""
+def _spec_matrix(trials: int = 8) -> Matrix:
+    """The spec's example: baseline half failing at 412 ms, mitigations never failing."""
+    half = trials // 2
     return build_matrix(
         [
-            _cell("baseline-local", 412.0, failures=4),
-            _cell("tf32_off-local", 515.0, failures=0),
-            _cell("xnack-local", 414.0, failures=0),
-            _cell("noop-local", 410.0, failures=4),
+            _cell("baseline-local", 412.0, failures=half, trials=trials),
+            _cell("tf32_off-local", 515.0, failures=0, trials=trials),
+            _cell("xnack-local", 414.0, failures=0, trials=trials),
+            _cell("noop-local", 410.0, failures=half, trials=trials),
         ],
         baseline="baseline-local",
         threshold=1.15,
@@ -152,16 +156,23 @@ def _spec_matrix() -> Matrix:
 
 
 def test_ratios_and_confound_labels_follow_the_spec_example() -> None:
-    matrix = _spec_matrix()
+    # 16 trials per cell: 0/16 against 8/16 is significant (Fisher p = 0.002).
+    matrix = _spec_matrix(trials=16)
     base = matrix.row("baseline-local")
     assert base.is_baseline
     assert base.confound == "(baseline)"
     assert base.step_time_ratio == pytest.approx(1.0)
     tf32 = matrix.row("tf32_off-local")
-    assert tf32.step_time_ratio == pytest.approx(515.0 / 412.0)
+    assert tf32.step_time_ratio == pytest.approx(515.0 / 412.0, rel=1e-4)
     assert tf32.confound == "speed (+25%)"
     assert matrix.row("xnack-local").confound == "\u2014"
     assert matrix.row("noop-local").confound == "no effect"
+    # With 8 trials per cell the same drop is not significant (p = 0.077): no "trust it".
+    small = _spec_matrix(trials=8)
+    assert small.row("xnack-local").confound == (
+        "inconclusive (p=0.08, ~15 trials per cell needed)"
+    )
+    assert small.row("tf32_off-local").confound == "speed (+25%)"
     assert [r.name for r in matrix.rows] == [
         "baseline-local",
         "tf32_off-local",
@@ -192,6 +203,52 @@ def test_every_cell_carries_its_evidence() -> None:
         base.stats.per_trial_mean_step_time_ms,
         seed=0,
     )
+
+
+def test_issue_examples_read_inconclusive_and_fails_more() -> None:
+    # 0/4 vs 2/4 (p = 0.43) and 0/2 vs 1/2 used to read "trust this cell".
+    for trials in (4, 2):
+        matrix = build_matrix(
+            [_cell("base", 100.0, failures=trials // 2, trials=trials),
+             _cell("fix", 100.0, failures=0, trials=trials)],
+            baseline="base",
+        )  # fmt: skip
+        assert matrix.row("fix").confound.startswith("inconclusive (p=")
+    worse = build_matrix(
+        [_cell("base", 100.0, failures=0, trials=12), _cell("bad", 100.0, failures=10, trials=12)],
+        baseline="base",
+    )
+    assert worse.row("bad").confound == "fails more (p<0.001)"
+    alpha = build_matrix(
+        [_cell("base", 100.0, failures=4, trials=8), _cell("fix", 100.0, failures=0, trials=8)],
+        baseline="base",
+        alpha=0.1,
+    )
+    assert alpha.row("fix").confound == "\u2014"  # p = 0.077 < 0.1
+
+
+def test_point_and_interval_of_the_ratio_use_the_same_trial_means() -> None:
+    # One long slow trial and three short fast ones: pooled steps would say ~1.9x, the trial
+    # means say 1.25x, and the interval is built from trial means too.
+    base = aggregate_cell("base", [_trial(i, [10.0, 10.0]) for i in range(4)], trials_requested=4)
+    slow = aggregate_cell(
+        "slow",
+        [_trial(0, [20.0] * 20), *(_trial(i, [10.0, 10.0]) for i in range(1, 4))],
+        trials_requested=4,
+    )
+    row = build_matrix([base, slow], baseline="base").row("slow")
+    assert row.step_time_ratio == pytest.approx(1.25)
+    assert row.step_time_ratio_ci is not None
+    low, high = row.step_time_ratio_ci
+    assert low <= 1.25 <= high and high <= 2.0
+    assert row.confound == f"speed? (+25%, 95% CI {low:.2f}-{high:.2f})"
+
+
+def test_a_faster_cell_is_labelled_faster() -> None:
+    matrix = build_matrix(
+        [_cell("base", 100.0, failures=0), _cell("quick", 60.0, failures=0)], baseline="base"
+    )
+    assert matrix.row("quick").confound == "faster (-40%)"
 
 
 def test_build_matrix_is_deterministic() -> None:
@@ -241,7 +298,8 @@ def test_an_errored_cell_keeps_its_row_and_others_still_classify() -> None:
     assert errored.step_time_ratio is None
     assert errored.nan_rate_ci is None
     assert errored.fisher_p is None
-    assert matrix.row("fix").confound == "\u2014"
+    # 0/8 against 4/8 is not significant (p = 0.077): no "trust this cell" on that evidence.
+    assert matrix.row("fix").confound == "inconclusive (p=0.08, ~15 trials per cell needed)"
     assert matrix.row("baseline-local").confound == "(baseline)"
     assert any("nightly" in w and "docker unavailable" in w for w in matrix.warnings)
 

@@ -67,7 +67,7 @@ def test_figure_marks_baseline_threshold_and_failure_intervals() -> None:
     assert ticks == [
         "none-local\n(baseline)",
         "tf32_off-local\nspeed (+30%)",
-        "xnack-local\n\u2014",
+        "xnack-local\ninconclusive (p=0.08, ~15 trials per cell needed)",
         "xnack-docker\nerror",
     ]
     base = matrix.baseline_row.stats.mean_step_time_ms

@@ -69,6 +69,15 @@ def test_cli_matrix_command_and_its_bad_input(
     assert main(["triage", "matrix", str(run_dir), "--confound-threshold", "1.5"]) == 0
     assert f"matrix: {run_dir / 'matrix.md'}" in capsys.readouterr().out
     assert json.loads((run_dir / "matrix.json").read_text())["threshold"] == 1.5
+    assert main(["triage", "matrix", str(run_dir), "--alpha", "0.2"]) == 0
+    relabelled = json.loads((run_dir / "matrix.json").read_text())
+    assert (relabelled["alpha"], relabelled["threshold"]) == (0.2, 1.15)  # the run's own
+    assert (
+        "below 0.2 the difference is unlikely to be chance" in (run_dir / "matrix.md").read_text()
+    )
+    for bad in ("0", "1", "nan"):
+        assert main(["triage", "matrix", str(run_dir), "--alpha", bad]) == 2
+        assert "--alpha: expected a significance level" in capsys.readouterr().err, bad
 
     assert main(["triage", "matrix", str(tmp_path)]) == 2
     assert "not a triage run directory (no recipe.resolved.yaml)" in capsys.readouterr().err

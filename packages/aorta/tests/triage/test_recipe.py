@@ -359,6 +359,15 @@ def test_threshold_accepts_int_and_float(tmp_path: Path) -> None:
     assert _load(tmp_path, _base(confound={"threshold": 2})).confound.threshold == 2.0
 
 
+def test_alpha_is_read_validated_and_recorded(tmp_path: Path) -> None:
+    recipe = _load(tmp_path, _base(confound={"alpha": 0.1}))
+    assert recipe.confound.alpha == 0.1
+    assert resolved_recipe_dict(recipe)["confound"]["alpha"] == 0.1  # type: ignore[index]
+    assert _load(tmp_path, _base()).confound.alpha == 0.05
+    for bad in (0, 1, "0.05", True):
+        _fails(tmp_path, _base(confound={"alpha": bad}), RecipeSchemaError, "confound.alpha")
+
+
 def test_confound_must_be_a_mapping(tmp_path: Path) -> None:
     _fails(tmp_path, _base(confound=[1]), RecipeSchemaError, "confound: expected a mapping")
 
@@ -631,6 +640,7 @@ def test_flag_mode_image_items_never_touch_the_registry(monkeypatch: pytest.Monk
         ({"steps": True}, "--steps: expected a positive integer"),
         ({"ticket": "../x"}, "--ticket: expected"),
         ({"confound_threshold": 0.9}, "--confound-threshold: expected a finite number"),
+        ({"alpha": 1.5}, "--alpha: expected a significance level strictly between 0 and 1"),
         ({"mitigation_axis": []}, "--mitigation-axis: expected at least one"),
         ({"environment_axis": []}, "--environment-axis: expected at least one"),
         ({"mitigation_axis": ["none", "none"]}, "--mitigation-axis[1]: expected each value once"),
@@ -660,7 +670,11 @@ def test_resolved_dict_expands_everything(tmp_path: Path) -> None:
     assert resolved == resolved_recipe_dict(recipe)
     assert resolved["source"] == str(path)
     assert resolved["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert resolved["confound"] == {"threshold": 1.2, "baseline_cell": "baseline-local"}
+    assert resolved["confound"] == {
+        "threshold": 1.2,
+        "baseline_cell": "baseline-local",
+        "alpha": 0.05,
+    }
     assert resolved["workload"] == {"name": "fsdp", "source_package": "aorta"}
     tf32 = resolved["cells"][1]
     assert tf32["trials"] == 3

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
@@ -51,6 +51,7 @@ def _describe(recipe: Recipe) -> None:
         f"baseline={recipe.baseline} threshold={recipe.confound.threshold} "
         f"order={recipe.order}"
         + (f" (shuffle seed {recipe.order_seed})" if recipe.order == "interleaved" else "")
+        + f" alpha={recipe.confound.alpha}"
     )
     for cell in recipe.cells:
         env = cell.environment
@@ -109,12 +110,26 @@ def _describe(recipe: Recipe) -> None:
     help="Flag mode: step-time ratio above which a cell reads speed (+N%).",
 )
 @click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Flag mode: significance level of the failure-rate labels (two-sided Fisher p).",
+)
+@click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("triage_results"),
     show_default=True,
 )
 @click.option("--dry-run", is_flag=True, help="Validate and print the resolved cells only.")
+@click.option(
+    "--trust-environments",
+    is_flag=True,
+    help="Run a recipe read back from a run directory (--resume, or --recipe "
+    "recipe.resolved.yaml) even where it runs an interpreter, docker image or variables this "
+    "machine's registry does not vouch for.",
+)
 @click.option(
     "--progress",
     type=click.Choice(["auto", "live", "plain"]),
@@ -138,8 +153,10 @@ def run_command(
     ticket: str | None,
     baseline_cell: str | None,
     confound_threshold: float,
+    alpha: float,
     output_dir: Path,
     dry_run: bool,
+    trust_environments: bool,
     progress: ProgressMode,
 ) -> int:
     """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
@@ -149,7 +166,7 @@ def run_command(
     Ctrl-C (a
     partial matrix marked interrupted is written first; --resume continues it).
     """
-    from aorta.triage.recipe import load_recipe, recipe_from_flags
+    from aorta.triage.recipe import check_trust, load_recipe, recipe_from_flags
 
     if sum(x is not None for x in (recipe_path, mode, resume_dir)) != 1:
         raise click.UsageError(
@@ -157,9 +174,11 @@ def run_command(
         )
     _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
     if resume_dir is not None:
-        return _resume(resume_dir, dry_run=dry_run, progress=progress)
+        return _resume(resume_dir, dry_run=dry_run, progress=progress, trust=trust_environments)
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
+        if recipe.resolved and not dry_run:
+            _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
     else:
         trials = _trial_budget(trials, stop_after_failures, max_trials)
         missing = [
@@ -186,6 +205,7 @@ def run_command(
             confound_threshold=confound_threshold,
             order=order,
             stop_after_failures=stop_after_failures,
+            alpha=alpha,
         )
     _describe(recipe)
     if dry_run:
@@ -201,14 +221,20 @@ def run_command(
     default=None,
     help="Re-judge with this step-time ratio threshold (default: the run's own).",
 )
-def matrix_command(run_dir: Path, confound_threshold: float | None) -> int:
+@click.option(
+    "--alpha",
+    type=float,
+    default=None,
+    help="Re-judge with this significance level (default: the run's own).",
+)
+def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float | None) -> int:
     """Rebuild RUN_DIR's matrix.md / .json / .png from its trial files; runs nothing.
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
     from aorta.triage.reanalysis import reanalyze
 
-    report = reanalyze(run_dir, threshold=confound_threshold)
+    report = reanalyze(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
         click.echo(f"aorta triage: warning: {warning}", err=True)
     click.echo(f"matrix: {run_dir / 'matrix.md'}")
@@ -245,6 +271,7 @@ _FLAG_MODE_ONLY = (
     "ticket",
     "baseline_cell",
     "confound_threshold",
+    "alpha",
 )
 
 
@@ -266,17 +293,32 @@ def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
         raise click.UsageError("--output-dir: not used with --resume (results go to RUN_DIR)")
 
 
-def _resume(run_dir: Path, *, dry_run: bool, progress: ProgressMode) -> int:
-    from aorta.triage.rundir import load_run_recipe
+def _say_trusted(actions: list[str]) -> None:
+    """Say what a trusted read-back recipe runs that the registry does not vouch for."""
+    for action in actions:
+        click.echo(f"aorta triage: trusted (--trust-environments): {action}", err=True)
 
-    recipe = load_run_recipe(run_dir)  # not a triage run: one line, exit 2
+
+def _resume(run_dir: Path, *, dry_run: bool, progress: ProgressMode, trust: bool) -> int:
+    from aorta.triage.recipe import check_trust
+    from aorta.triage.rundir import RESOLVED_NAME, load_run_recipe
+
+    recipe = load_run_recipe(run_dir)  # not a triage run, or a hostile one: one line, exit 2
     _describe(recipe)
     if dry_run:
         return 0
-    return _execute(recipe, run_dir, progress, resume=True)
+    _say_trusted(check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust))
+    return _execute(recipe, run_dir, progress, resume=True, trust=trust)
 
 
-def _execute(recipe: Recipe, target: Path, progress: ProgressMode, *, resume: bool = False) -> int:
+def _execute(
+    recipe: Recipe,
+    target: Path,
+    progress: ProgressMode,
+    *,
+    resume: bool = False,
+    trust: bool = False,
+) -> int:
     """Run (`target` = output root) or resume (`target` = the run directory) and report."""
     import os
     import sys
@@ -293,7 +335,7 @@ def _execute(recipe: Recipe, target: Path, progress: ProgressMode, *, resume: bo
     try:
         with reporter:
             if resume:
-                report = resume_run(target, reporter=reporter)
+                report = resume_run(target, reporter=reporter, trust_environments=trust)
             else:
                 report = run_recipe(recipe, target, reporter=reporter)
     except TriageInterrupted as exc:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_json_atomic
-from aorta.registry.models import Environment
+from aorta.registry.models import Environment, Mitigation
 from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
 from aorta.runner.launchers import Launcher, python_launcher
 from aorta.runner.models import RunRequest, TrialResult
@@ -30,7 +30,7 @@ from aorta.runner.resolve import ResolvedRequest, resolve_request
 _LOG_TAIL_CHARS = 8000
 
 
-def _environment_spec(env: Environment) -> dict[str, Any]:
+def _entry_spec(env: Environment | Mitigation) -> dict[str, Any]:
     # Not dataclasses.asdict: it deep-copies the read-only env mapping, which cannot be copied.
     spec = {field.name: getattr(env, field.name) for field in dataclasses.fields(env)}
     spec["env"] = dict(env.env)
@@ -43,11 +43,12 @@ def _request_to_spec(request: RunRequest) -> dict[str, Any]:
         "workload": request.workload,
         "output_dir": str(request.output_dir),
         "mitigations": list(request.mitigations),
-        "environment": env if isinstance(env, str) else _environment_spec(env),
+        "environment": env if isinstance(env, str) else _entry_spec(env),
         "extra_env": dict(request.extra_env),
         "trials": request.trials,
         "steps": request.steps,
         "seed": request.seed,
+        "pinned_mitigations": [_entry_spec(m) for m in request.pinned_mitigations],
     }
 
 
@@ -62,6 +63,7 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
         trials=spec["trials"],
         steps=spec["steps"],
         seed=spec["seed"],
+        pinned_mitigations=tuple(Mitigation(**m) for m in spec.get("pinned_mitigations", ())),
     )
 
 

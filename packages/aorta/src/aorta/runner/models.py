@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from aorta.errors import AortaUsageError
-from aorta.registry.models import Environment
+from aorta.registry.models import Environment, Mitigation
 
 TRIAL_SCHEMA_VERSION = 1
 
@@ -43,6 +43,9 @@ class RunRequest:
     # Run every trial in a fresh child process even when nothing requires one, so that this
     # request's timings compare with those of requests that do (a triage matrix of mixed cells).
     fresh_process: bool = False
+    # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
+    # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
+    pinned_mitigations: tuple[Mitigation, ...] = ()
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -62,6 +65,12 @@ class RunRequest:
                     f"got {list(self.trial_ids)}"
                 )
             object.__setattr__(self, "trial_ids", ids)
+        pinned = tuple(m.name for m in self.pinned_mitigations)
+        if pinned and pinned != self.mitigations:
+            raise AortaUsageError(
+                f"pinned_mitigations {list(pinned)} do not match mitigations "
+                f"{list(self.mitigations)}"
+            )
 
     def selected_trials(self) -> tuple[int, ...]:
         """The ids of the trials this request runs, in order."""

@@ -32,17 +32,23 @@ class ResolvedRequest:
 
 
 def resolve_request(request: RunRequest) -> ResolvedRequest:
-    """Resolve names through the registry; raises the `Unknown*Error`s on bad names."""
+    """Resolve names through the registry; raises the `Unknown*Error`s on bad names.
+
+    Pinned mitigations (`RunRequest.pinned_mitigations`) are used as they are.
+    """
     workload = get_workload(request.workload)
-    catalog = load_mitigations()
-    unknown = [name for name in request.mitigations if name not in catalog]
-    if unknown:
-        raise UnknownMitigationError(unknown[0], list(catalog))
-    mitigations = tuple(catalog[name] for name in request.mitigations)
     environment = (
         request.environment
         if isinstance(request.environment, Environment)
         else get_environment(request.environment)
     )
+    if request.pinned_mitigations:
+        env = merge_env(request.pinned_mitigations, request.extra_env)
+        return ResolvedRequest(request, workload, request.pinned_mitigations, environment, env)
+    catalog = load_mitigations()
+    unknown = [name for name in request.mitigations if name not in catalog]
+    if unknown:
+        raise UnknownMitigationError(unknown[0], list(catalog))
+    mitigations = tuple(catalog[name] for name in request.mitigations)
     env = merge_env(mitigations, request.extra_env)
     return ResolvedRequest(request, workload, mitigations, environment, env)

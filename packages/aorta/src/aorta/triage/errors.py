@@ -9,5 +9,10 @@ class RecipeSchemaError(AortaUsageError):
     """The recipe (file or flags) does not follow the schema: wrong type, missing/unknown key."""
 
 
+class UntrustedRecipeError(AortaUsageError):
+    """A recipe read back from a run directory would execute something this machine does not
+    vouch for (a venv interpreter, a docker image, changed mitigation variables)."""
+
+
 class RecipeCellError(AortaUsageError):
     """One cell is well-formed but contradictory, e.g. two mitigations set one variable."""

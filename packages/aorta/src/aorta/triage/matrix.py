@@ -20,9 +20,11 @@ Aggregation choices the spec leaves open, made here:
   trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
 - A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
   there is nothing to judge it by, and `error` keeps its row in the matrix.
-- `step_time_ratio` is the ratio of pooled means, cell over baseline. The baseline's own ratio is
-  1.0. It is None (rendered `n/a`) when the baseline errored or recorded no step times, or when
-  the cell itself errored or recorded none.
+- `mean_step_time_ms` is the mean of the measured trials' mean step times, and
+  `step_time_ratio` is that mean, cell over baseline: the same quantity the bootstrap interval
+  resamples (a ratio of pooled steps could disagree with it when trials differ in length).
+  The baseline's own ratio is 1.0. It is None (rendered `n/a`) when the baseline errored or
+  recorded no step times, or when the cell itself errored or recorded none.
 - The bootstrap interval of the ratio resamples per-trial mean step times, not individual steps:
   trials are the independent units (steps within one trial are correlated), so resampling steps
   would report a falsely narrow interval. Every cell uses the same seed, so adding or reordering
@@ -46,7 +48,6 @@ from aorta.triage.observed import (
 )
 
 __all__ = [
-    "DEFAULT_ALPHA",
     "DEFAULT_CONFIDENCE",
     "CellStats",
     "Matrix",
@@ -59,7 +60,6 @@ __all__ = [
 ]
 
 DEFAULT_CONFIDENCE = 0.95
-DEFAULT_ALPHA = 0.05
 _SIZING_POWER = 0.8  # power behind the "more trials needed" note
 
 
@@ -272,6 +272,7 @@ def aggregate_cell(
     passed = sum(1 for r in measured if r.passed)
     failed = len(measured) - passed
     pooled = np.asarray(_finite(t for r in measured for t in r.step_times_ms), dtype=np.float64)
+    trial_means = [m for m in (t.mean_step_time_ms for t in trials if t.measured) if m is not None]
     walls = _finite(r.wall_clock_sec for r in measured)
     has_times = pooled.size > 0
     return CellStats(
@@ -281,7 +282,8 @@ def aggregate_cell(
         passed_count=passed,
         failed_count=failed,
         nan_rate=failed / len(measured) if measured else None,
-        mean_step_time_ms=float(pooled.mean()) if has_times else None,
+        # The mean of the trials' means: the quantity the ratio and its interval are built on.
+        mean_step_time_ms=math.fsum(trial_means) / len(trial_means) if trial_means else None,
         std_step_time_ms=float(pooled.std(ddof=1)) if pooled.size > 1 else None,
         p50_step_time_ms=float(np.percentile(pooled, 50)) if has_times else None,
         p99_step_time_ms=float(np.percentile(pooled, 99)) if has_times else None,
@@ -441,6 +443,12 @@ def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[f
     return cell_side, base_side
 
 
+def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
+    if cell.nan_rate is None or base.nan_rate is None:
+        return None
+    return stats.trials_needed(base.nan_rate, cell.nan_rate, alpha=alpha, power=_SIZING_POWER)
+
+
 def _pct(rate: float) -> str:
     # 0.5 -> "50%", 0.125 -> "12.5%", 1/3 -> "33.3%": enough precision for a sizing note.
     return f"{rate * 100:.3g}%"
@@ -505,7 +513,7 @@ def build_matrix(
     baseline: str,
     threshold: float = confound.DEFAULT_CONFOUND_THRESHOLD,
     confidence: float = DEFAULT_CONFIDENCE,
-    alpha: float = DEFAULT_ALPHA,
+    alpha: float = confound.DEFAULT_ALPHA,
     bootstrap_resamples: int = 2000,
     seed: int = 0,
     paired: bool = False,
@@ -532,8 +540,9 @@ def build_matrix(
     problem = confound.threshold_problem(threshold)
     if problem:
         raise ValueError(f"threshold: {problem}, got {threshold!r}")
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be strictly between 0 and 1, got {alpha}")
+    problem = confound.alpha_problem(alpha)
+    if problem:
+        raise ValueError(f"alpha: {problem}, got {alpha!r}")
 
     base = cells[names.index(baseline)]
     warnings: list[str] = []
@@ -552,14 +561,6 @@ def build_matrix(
         pairs = _paired_means(cell, base) if paired and ratio is not None else None
         if pairs is not None:
             ratio = stats.paired_ratio(*pairs)
-        label = confound.classify(
-            is_baseline=is_base,
-            error=cell.error,
-            ratio=ratio,
-            nan_rate=cell.nan_rate,
-            baseline_nan_rate=base.nan_rate,
-            threshold=threshold,
-        )
         nan_ci = (
             stats.wilson_interval(cell.failed_count, cell.measured_count, confidence)
             if cell.error is None and cell.measured_count > 0
@@ -580,6 +581,21 @@ def build_matrix(
                     resamples=bootstrap_resamples,
                     seed=seed,
                 )
+        label = confound.classify(
+            is_baseline=is_base,
+            error=cell.error,
+            evidence=confound.Evidence(
+                ratio=ratio,
+                ratio_ci=ratio_ci,
+                confidence=confidence,
+                nan_rate=cell.nan_rate,
+                baseline_nan_rate=base.nan_rate,
+                fisher_p=fisher_p,
+                trials_needed=_trials_needed(cell, base, alpha),
+            ),
+            threshold=threshold,
+            alpha=alpha,
+        )
         rows.append(
             MatrixRow(
                 stats=cell,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from aorta.errors import AortaUsageError
 from aorta.timestamps import iso_stamp
-from aorta.triage.confound import threshold_problem
-from aorta.triage.matrix import CellStats, build_matrix, error_cell
+from aorta.triage.confound import alpha_problem, threshold_problem
+from aorta.triage.matrix import CellStats, error_cell
 from aorta.triage.output import MatrixReport, write_report
-from aorta.triage.recipe import Cell
+from aorta.triage.recipe import Cell, build_recipe_matrix
 from aorta.triage.rundir import (
     archive_matrix,
     cell_stats,
@@ -41,23 +41,26 @@ def _cell_stats(run_dir: Path, cell: Cell, previous_errors: Mapping[str, str]) -
 
 
 def reanalyze(
-    run_dir: Path, *, threshold: float | None = None, now: datetime | None = None
+    run_dir: Path,
+    *,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    now: datetime | None = None,
 ) -> MatrixReport:
-    """Rebuild and rewrite `run_dir`'s matrix (optionally with another confound threshold)."""
-    problem = None if threshold is None else threshold_problem(threshold)
-    if problem:
-        raise AortaUsageError(f"--confound-threshold: {problem}, got {threshold!r}")
-    recipe = load_run_recipe(run_dir, threshold=threshold)
+    """Rebuild and rewrite `run_dir`'s matrix (optionally with another threshold or alpha)."""
+    for flag, value, check in (
+        ("--confound-threshold", threshold, threshold_problem),
+        ("--alpha", alpha, alpha_problem),
+    ):
+        problem = None if value is None else check(value)
+        if problem:
+            raise AortaUsageError(f"{flag}: {problem}, got {value!r}")
+    recipe = load_run_recipe(run_dir, threshold=threshold, alpha=alpha)
     with run_dir_lock(run_dir):
         previous = previous_matrix(run_dir)
         errors = {c["name"]: c["error"] for c in previous.get("cells", []) if c.get("error")}
         stats = [_cell_stats(run_dir, cell, errors) for cell in recipe.cells]
-        matrix = build_matrix(
-            stats,
-            baseline=recipe.baseline,
-            threshold=recipe.confound.threshold,
-            paired=recipe.order == "interleaved",
-        )
+        matrix = build_recipe_matrix(recipe, stats)
         moment = now or datetime.now(UTC)
         archive_matrix(run_dir, moment)
         # Cells an interrupted run never reached, unless their trials have appeared since.

@@ -40,13 +40,17 @@ def load_file(path: Path) -> Any:
         raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
 
 
-def load_run_recipe(run_dir: Path, *, threshold: float | None = None) -> Recipe:
+def load_run_recipe(
+    run_dir: Path, *, threshold: float | None = None, alpha: float | None = None
+) -> Recipe:
     """The recipe `run_dir` executed; `AortaUsageError` if `run_dir` is not a triage run."""
     resolved = run_dir / RESOLVED_NAME
     if not resolved.is_file():
         raise AortaUsageError(f"{run_dir}: not a triage run directory (no {RESOLVED_NAME})")
     try:
-        return recipe_from_resolved(load_file(resolved), threshold=threshold)
+        return recipe_from_resolved(
+            load_file(resolved), label=str(resolved), threshold=threshold, alpha=alpha
+        )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AortaUsageError(f"{resolved}: not a {RESOLVED_NAME} aorta wrote: {exc}") from None
 

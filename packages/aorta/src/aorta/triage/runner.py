@@ -27,9 +27,9 @@ from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSession, distributed_rank, open_trials, run_trials
 from aorta.timestamps import iso_stamp
-from aorta.triage.matrix import CellStats, build_matrix, error_cell
+from aorta.triage.matrix import CellStats, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
-from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml
+from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
     RESOLVED_NAME,
@@ -80,6 +80,8 @@ def _request(
         # for the ids that are missing.
         trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
         fresh_process=fresh_process,
+        # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
+        pinned_mitigations=cell.mitigation_entries,
     )
 
 
@@ -261,12 +263,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         else:
             not_run.append(run.cell.name)
             stats.append(error_cell(run.cell.name, NOT_RUN, trials_requested=run.cell.trials))
-    matrix = build_matrix(
-        stats,
-        baseline=recipe.baseline,
-        threshold=recipe.confound.threshold,
-        paired=recipe.order == "interleaved",
-    )
+    matrix = build_recipe_matrix(recipe, stats)
     report = MatrixReport(
         recipe=recipe,
         matrix=matrix,
@@ -340,6 +337,7 @@ def resume_run(
     reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
+    trust_environments: bool = False,
 ) -> MatrixReport:
     """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
 
@@ -350,8 +348,13 @@ def resume_run(
     `env.json` files are kept (an environment never probed is probed before its first cell).
     Raises `AortaUsageError` when `run_dir` is not a triage run directory or another aorta
     process works in it, `TriageInterrupted` on Ctrl-C (after writing the partial matrix).
+    Everything read back is validated like a recipe; a run directory whose recipe would execute
+    something this machine's registry does not vouch for (a venv interpreter, a docker image,
+    changed mitigation variables, `LD_PRELOAD`-like variables) raises `UntrustedRecipeError`
+    unless `trust_environments` is set.
     """
     recipe = load_run_recipe(run_dir)
+    check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust_environments)
     rank, _ = distributed_rank()
     moment = now or datetime.now(UTC)
 

@@ -27,7 +27,7 @@ Decisions where the spec is silent (documented in the docstrings below as well):
 """
 
 from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
-from aorta.triage.errors import RecipeCellError, RecipeSchemaError
+from aorta.triage.errors import RecipeCellError, RecipeSchemaError, UntrustedRecipeError
 from aorta.triage.recipe.flags import recipe_from_flags
 from aorta.triage.recipe.loading import load_recipe
 from aorta.triage.recipe.model import (
@@ -38,12 +38,14 @@ from aorta.triage.recipe.model import (
     Cell,
     ConfoundSettings,
     Recipe,
+    build_recipe_matrix,
 )
 from aorta.triage.recipe.serialisation import (
     dump_resolved_yaml,
     recipe_from_resolved,
     resolved_recipe_dict,
 )
+from aorta.triage.recipe.trust import check_trust
 
 __all__ = [
     "DEFAULT_CONFOUND_THRESHOLD",
@@ -56,6 +58,9 @@ __all__ = [
     "Recipe",
     "RecipeCellError",
     "RecipeSchemaError",
+    "UntrustedRecipeError",
+    "build_recipe_matrix",
+    "check_trust",
     "dump_resolved_yaml",
     "load_recipe",
     "recipe_from_flags",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aorta.registry.models import Environment
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     IMAGE_PREFIX,
@@ -29,6 +29,7 @@ from aorta.triage.recipe.validation import (
     safe_name,
     string,
     ticket_name,
+    valid_alpha,
     valid_threshold,
 )
 
@@ -47,6 +48,7 @@ def recipe_from_flags(
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
     order: str = DEFAULT_ORDER,
     stop_after_failures: int | None = None,
+    alpha: float = DEFAULT_ALPHA,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -69,6 +71,7 @@ def recipe_from_flags(
     order_value = order_mode(where, "--order", order)
     if stop_after_failures is not None:
         stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
+    alpha = valid_alpha(where, "--alpha", alpha)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
@@ -121,7 +124,7 @@ def recipe_from_flags(
         workload=wl.name,
         trials=trials,
         steps=steps,
-        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell),
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell, alpha=alpha),
         cells=tuple(cells),
         baseline=baseline,
         source=None,

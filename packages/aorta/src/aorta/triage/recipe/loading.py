@@ -17,7 +17,8 @@ import yaml
 
 from aorta.triage.errors import RecipeSchemaError
 from aorta.triage.recipe.model import RECIPE_SUFFIXES, Recipe
-from aorta.triage.recipe.validation import Where, recipe_from_data
+from aorta.triage.recipe.serialisation import is_resolved_recipe, recipe_from_resolved
+from aorta.triage.recipe.validation import Registry, Where, recipe_from_data, resolve_workload
 
 __all__ = ["load_recipe"]
 
@@ -84,6 +85,14 @@ def load_recipe(path: Path) -> Recipe:
     except UnicodeDecodeError as exc:
         raise RecipeSchemaError(f"{path}: expected UTF-8 text ({exc.reason})") from None
     data = _parse(path, text)
+    if is_resolved_recipe(data):
+        # A run's recipe.resolved.yaml re-runs as recorded: pinned to its env bundles.
+        recipe = recipe_from_resolved(
+            data, label=str(path), source=path, sha256=hashlib.sha256(raw).hexdigest()
+        )
+        # The workload is code of this machine: it must be installed here.
+        resolve_workload(Where(str(path)), "workload.name", recipe.workload, Registry.load())
+        return recipe
     return recipe_from_data(
         Where(str(path)), data, source=path, sha256=hashlib.sha256(raw).hexdigest()
     )

@@ -6,14 +6,15 @@ against programming errors of callers that build a `Recipe` by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Literal
 
 from aorta.registry.models import Environment, Mitigation
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.matrix import CellStats, Matrix, build_matrix
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -48,6 +49,7 @@ class ConfoundSettings:
 
     threshold: float = DEFAULT_CONFOUND_THRESHOLD
     baseline_cell: str | None = None  # as written; `Recipe.baseline` is the resolved one
+    alpha: float = DEFAULT_ALPHA  # significance level of the failure-rate labels
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,9 @@ class Recipe:
     # torchrun rank must shuffle alike (the cells' collectives need all ranks in one cell), and
     # a resume must continue with the same rounds. Recorded in recipe.resolved.yaml.
     order_seed: int = 0
+    # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
+    # and environments, which may come from another machine (see `trust`).
+    resolved: bool = False
 
     def __post_init__(self) -> None:
         names = [cell.name for cell in self.cells]
@@ -125,3 +130,15 @@ class Recipe:
     def baseline_cell(self) -> Cell:
         """The resolved baseline cell."""
         return self.cell(self.baseline)
+
+
+def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
+    """The matrix of `cells` judged as `recipe` says: baseline, threshold, alpha and order."""
+    return build_matrix(
+        cells,
+        baseline=recipe.baseline,
+        threshold=recipe.confound.threshold,
+        alpha=recipe.confound.alpha,
+        # Interleaved trials ran round by round: their ratios are paired by round.
+        paired=recipe.order == "interleaved",
+    )

@@ -7,16 +7,41 @@ run directory is re-analysed or resumed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from aorta.registry.models import Environment, Mitigation
+from aorta.registry.models import Environment, Mitigation, check_entry_name
+from aorta.triage.confound import DEFAULT_ALPHA
+from aorta.triage.names import image_ref_problem
 from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
+from aorta.triage.recipe.validation import (
+    Where,
+    check_baseline,
+    check_keys,
+    check_unique,
+    extra_env_mapping,
+    join_path,
+    order_mode,
+    order_seed,
+    positive_int,
+    require,
+    safe_name,
+    schema_version,
+    string,
+    ticket_name,
+    valid_alpha,
+    valid_threshold,
+)
 
-__all__ = ["dump_resolved_yaml", "recipe_from_resolved", "resolved_recipe_dict"]
+__all__ = [
+    "dump_resolved_yaml",
+    "is_resolved_recipe",
+    "recipe_from_resolved",
+    "resolved_recipe_dict",
+]
 
 
 # --------------------------------------------------------------------------- write
@@ -55,7 +80,11 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "steps": recipe.steps,
         "order": recipe.order,
         "order_seed": recipe.order_seed,
-        "confound": {"threshold": recipe.confound.threshold, "baseline_cell": recipe.baseline},
+        "confound": {
+            "threshold": recipe.confound.threshold,
+            "baseline_cell": recipe.baseline,
+            "alpha": recipe.confound.alpha,
+        },
         "cells": [
             {
                 "name": cell.name,
@@ -88,51 +117,224 @@ def dump_resolved_yaml(recipe: Recipe) -> str:
 # --------------------------------------------------------------------------- read back
 
 
-def _cell(data: Mapping[str, Any]) -> Cell:
-    env_data = {k: v for k, v in data["environment"].items() if k != "inline"}
-    mitigations = tuple(
-        Mitigation(
-            name=m["name"],
-            env=m["env"],
-            description="(from recipe.resolved.yaml)",
-            source_package=m["source_package"],
-            process_scoped=m.get("process_scoped", False),
+_RESOLVED_KEYS = (
+    "schema_version",
+    "origin",
+    "source",
+    "sha256",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "order",
+    "order_seed",
+    "confound",
+    "cells",
+)
+_WORKLOAD_KEYS = ("name", "source_package")
+_CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
+_CELL_KEYS = (
+    "name",
+    "mitigations",
+    "environment",
+    "extra_env",
+    "trials",
+    "steps",
+    "stop_after_failures",
+    "env",
+)
+_MITIGATION_KEYS = ("name", "source_package", "env", "process_scoped")
+_ENVIRONMENT_KEYS = (
+    "name",
+    "kind",
+    "image",
+    "python",
+    "rocm",
+    "inline",
+    "source_package",
+    "description",
+    "env",
+)
+_KINDS = ("local", "docker", "venv")
+
+
+def _mapping(where: Where, path: str, value: object, keys: Sequence[str]) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        where.fail(path, f"expected a mapping with keys {', '.join(keys)}", value)
+    check_keys(where, path, value, keys, path or "the resolved recipe")
+    return value
+
+
+def _optional_string(where: Where, path: str, value: object) -> str | None:
+    return None if value is None else string(where, path, value)
+
+
+def _boolean(where: Where, path: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        where.fail(path, "expected true or false", value)
+    return value
+
+
+def _registry_name(where: Where, path: str, value: object) -> str:
+    name = string(where, path, value)
+    try:
+        check_entry_name(name)
+    except ValueError:
+        where.fail(path, "expected a registry name (letters, digits and '_.+-')", name)
+    return name
+
+
+def _environment(where: Where, path: str, value: object) -> Environment:
+    data = _mapping(where, path, value, _ENVIRONMENT_KEYS)
+    name = _registry_name(where, join_path(path, "name"), require(where, path, data, "name"))
+    safe_name(where, join_path(path, "name"), name)  # it names environments/<name>/
+    kind = string(where, join_path(path, "kind"), require(where, path, data, "kind"))
+    if kind not in _KINDS:
+        where.fail(join_path(path, "kind"), f"expected one of {', '.join(_KINDS)}", kind)
+    image = _optional_string(where, join_path(path, "image"), data.get("image"))
+    python = _optional_string(where, join_path(path, "python"), data.get("python"))
+    if kind == "docker":
+        problem = image_ref_problem(image or "")
+        if problem:
+            where.fail(join_path(path, "image"), problem, image)
+    if kind == "venv" and (not python or "\x00" in python or not python.startswith("/")):
+        where.fail(join_path(path, "python"), "expected an absolute interpreter path", python)
+    return Environment(
+        name=name,
+        kind=kind,  # type: ignore[arg-type]  # checked against _KINDS above
+        description=_optional_string(where, join_path(path, "description"), data.get("description"))
+        or "(from recipe.resolved.yaml)",
+        source_package=_optional_string(
+            where, join_path(path, "source_package"), data.get("source_package")
         )
-        for m in data["mitigations"]
-    )
-    return Cell(
-        name=data["name"],
-        mitigations=tuple(m.name for m in mitigations),
-        environment=Environment(**env_data),
-        extra_env=data["extra_env"],
-        trials=data["trials"],
-        steps=data["steps"],
-        env=data["env"],
-        mitigation_entries=mitigations,
-        stop_after_failures=data.get("stop_after_failures"),
+        or INLINE_SOURCE_PACKAGE,
+        image=image,
+        python=python,
+        rocm=_boolean(where, join_path(path, "rocm"), data.get("rocm", False)),
+        env=extra_env_mapping(where, join_path(path, "env"), data.get("env", {})),
     )
 
 
-def recipe_from_resolved(data: Mapping[str, Any], *, threshold: float | None = None) -> Recipe:
-    """The `Recipe` a run executed, rebuilt from its `recipe.resolved.yaml` content."""
-    confound = data["confound"]
-    source = data.get("source")
-    return Recipe(
-        schema_version=data["schema_version"],
-        ticket=data["ticket"],
-        workload=data["workload"]["name"],
-        trials=data["trials"],
-        steps=data["steps"],
-        confound=ConfoundSettings(
-            threshold=confound["threshold"] if threshold is None else threshold,
-            baseline_cell=confound["baseline_cell"],
+def _mitigation(where: Where, path: str, value: object) -> Mitigation:
+    data = _mapping(where, path, value, _MITIGATION_KEYS)
+    return Mitigation(
+        name=_registry_name(where, join_path(path, "name"), require(where, path, data, "name")),
+        env=extra_env_mapping(where, join_path(path, "env"), require(where, path, data, "env")),
+        description="(from recipe.resolved.yaml)",
+        source_package=_optional_string(
+            where, join_path(path, "source_package"), data.get("source_package")
+        )
+        or "unknown",
+        process_scoped=_boolean(
+            where, join_path(path, "process_scoped"), data.get("process_scoped", False)
         ),
-        cells=tuple(_cell(cell) for cell in data["cells"]),
-        baseline=confound["baseline_cell"],
-        source=None if source is None else Path(source),
-        sha256=data.get("sha256"),
-        workload_source_package=data["workload"].get("source_package"),
+    )
+
+
+def _cell(where: Where, index: int, value: object) -> Cell:
+    path = f"cells[{index}]"
+    data = _mapping(where, path, value, _CELL_KEYS)
+    name = safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
+    raw = require(where, path, data, "mitigations")
+    if not isinstance(raw, list) or not raw:
+        where.fail(join_path(path, "mitigations"), "expected a non-empty list", raw)
+    mitigations = tuple(
+        _mitigation(where, f"{path}.mitigations[{i}]", item) for i, item in enumerate(raw)
+    )
+    check_unique(where, join_path(path, "mitigations"), [m.name for m in mitigations])
+    return Cell(
+        name=name,
+        mitigations=tuple(m.name for m in mitigations),
+        environment=_environment(
+            where, join_path(path, "environment"), require(where, path, data, "environment")
+        ),
+        extra_env=extra_env_mapping(where, join_path(path, "extra_env"), data.get("extra_env", {})),
+        trials=positive_int(where, join_path(path, "trials"), require(where, path, data, "trials")),
+        steps=positive_int(where, join_path(path, "steps"), require(where, path, data, "steps")),
+        env=extra_env_mapping(where, join_path(path, "env"), require(where, path, data, "env")),
+        mitigation_entries=mitigations,
+        stop_after_failures=(
+            None
+            if data.get("stop_after_failures") is None
+            else positive_int(
+                where, join_path(path, "stop_after_failures"), data["stop_after_failures"]
+            )
+        ),
+    )
+
+
+def is_resolved_recipe(data: object) -> bool:
+    """Whether parsed recipe data is a `recipe.resolved.yaml` (it records its `origin`)."""
+    return isinstance(data, Mapping) and "origin" in data
+
+
+def recipe_from_resolved(
+    data: object,
+    *,
+    label: str | None = None,
+    threshold: float | None = None,
+    alpha: float | None = None,
+    source: Path | None = None,
+    sha256: str | None = None,
+) -> Recipe:
+    """The `Recipe` a run executed, rebuilt and validated from `recipe.resolved.yaml` content.
+
+    A run directory may come from someone else, so everything in it goes through the checks a
+    recipe gets (names that become directories, variable names, image references, counts,
+    threshold, baseline); errors are one line prefixed with `label` (the file). `threshold` /
+    `alpha` replace the recorded ones (re-analysis); `source`/`sha256` default to the recorded
+    ones. A file written before `alpha` was recorded gets the default.
+    """
+    where = Where(label)
+    top = _mapping(where, "", data, _RESOLVED_KEYS)
+    version = schema_version(where, require(where, "", top, "schema_version"))
+    origin = require(where, "", top, "origin")
+    if origin not in ("recipe", "flags"):
+        where.fail("origin", "expected recipe or flags", origin)
+    ticket = None if top.get("ticket") is None else ticket_name(where, "ticket", top["ticket"])
+    workload = _mapping(where, "workload", require(where, "", top, "workload"), _WORKLOAD_KEYS)
+    workload_name = safe_name(where, "workload.name", require(where, "workload", workload, "name"))
+    confound = _mapping(where, "confound", require(where, "", top, "confound"), _CONFOUND_KEYS)
+    recorded = valid_threshold(
+        where, "confound.threshold", require(where, "confound", confound, "threshold")
+    )
+    recorded_alpha = (
+        DEFAULT_ALPHA
+        if confound.get("alpha") is None
+        else valid_alpha(where, "confound.alpha", confound["alpha"])
+    )
+    raw_cells = require(where, "", top, "cells")
+    if not isinstance(raw_cells, list) or not raw_cells:
+        where.fail("cells", "expected a non-empty list of cells", raw_cells)
+    cells = [_cell(where, i, item) for i, item in enumerate(raw_cells)]
+    check_unique(where, "cells", [c.name for c in cells])
+    baseline = check_baseline(
+        where,
+        "confound.baseline_cell",
+        require(where, "confound", confound, "baseline_cell"),
+        cells,
+    )
+    recorded_source = _optional_string(where, "source", top.get("source"))
+    return Recipe(
+        schema_version=version,
+        ticket=ticket,
+        workload=workload_name,
+        trials=positive_int(where, "trials", require(where, "", top, "trials")),
+        steps=positive_int(where, "steps", require(where, "", top, "steps")),
+        confound=ConfoundSettings(
+            threshold=recorded if threshold is None else threshold,
+            baseline_cell=baseline,
+            alpha=recorded_alpha if alpha is None else alpha,
+        ),
+        cells=tuple(cells),
+        baseline=baseline,
+        source=source or (None if recorded_source is None else Path(recorded_source)),
+        sha256=sha256 or _optional_string(where, "sha256", top.get("sha256")),
+        workload_source_package=_optional_string(
+            where, "workload.source_package", workload.get("source_package")
+        ),
+        resolved=True,
         # Runs written before order modes existed ran their cells one after the other.
-        order=data.get("order", "sequential"),
-        order_seed=data.get("order_seed", 0),
+        order=order_mode(where, "order", top.get("order", "sequential")),
+        order_seed=order_seed(where, "order_seed", top.get("order_seed", 0)),
     )

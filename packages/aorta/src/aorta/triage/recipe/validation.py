@@ -21,7 +21,12 @@ from aorta.errors import (
 from aorta.registry.loader import load_environments, load_mitigations, load_workloads
 from aorta.registry.models import Environment, Mitigation, Workload, check_env_var_name
 from aorta.runner.environ import MitigationConflictError, merge_env
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD, threshold_problem
+from aorta.triage.confound import (
+    DEFAULT_ALPHA,
+    DEFAULT_CONFOUND_THRESHOLD,
+    alpha_problem,
+    threshold_problem,
+)
 from aorta.triage.errors import RecipeCellError, RecipeSchemaError
 from aorta.triage.names import (
     NO_TICKET,
@@ -52,7 +57,7 @@ _TOP_KEYS = (
     "confound",
     "cells",
 )
-_CONFOUND_KEYS = ("threshold", "baseline_cell")
+_CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
 _CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "stop_after", "extra_env")
 _STOP_AFTER_KEYS = ("failures",)
 _INLINE_ENV_KEYS = ("docker",)
@@ -182,6 +187,15 @@ def ticket_name(where: Where, path: str, value: object) -> str:
             path, f"expected a ticket other than {NO_TICKET!r} (omit the key instead)", value
         )
     return ticket
+
+
+def valid_alpha(where: Where, path: str, value: object) -> float:
+    """A validated significance level (see `confound.alpha_problem`)."""
+    problem = alpha_problem(value)
+    if problem:
+        where.fail(path, problem, value)
+    assert isinstance(value, (int, float))  # for mypy: alpha_problem checked it
+    return float(value)
 
 
 def valid_threshold(where: Where, path: str, value: object) -> float:
@@ -374,6 +388,16 @@ def check_baseline(where: Where, path: str, value: object, cells: Sequence[Cell]
     return name
 
 
+def schema_version(where: Where, value: object) -> int:
+    """`value` if it is a supported `schema_version`."""
+    supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
+    if isinstance(value, bool) or not isinstance(value, int):
+        where.fail("schema_version", f"expected an integer (supported: {supported})", value)
+    if value not in SUPPORTED_SCHEMA_VERSIONS:
+        where.fail("schema_version", f"unsupported version (supported: {supported})", value)
+    return value
+
+
 def check_unique(where: Where, path: str, names: Sequence[str]) -> None:
     """Refuse a value given twice on one axis."""
     seen: set[str] = set()
@@ -383,17 +407,20 @@ def check_unique(where: Where, path: str, names: Sequence[str]) -> None:
         seen.add(name)
 
 
-def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float]:
-    """The `confound` mapping (empty when absent) and its validated threshold."""
+def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, float]:
+    """The `confound` mapping (empty when absent), its validated threshold and alpha."""
     if value is None:
-        return {}, DEFAULT_CONFOUND_THRESHOLD
+        return {}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA
     if not isinstance(value, Mapping):
-        where.fail("confound", "expected a mapping with keys threshold, baseline_cell", value)
+        where.fail("confound", f"expected a mapping with keys {', '.join(_CONFOUND_KEYS)}", value)
     check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
     threshold = DEFAULT_CONFOUND_THRESHOLD
     if value.get("threshold") is not None:
         threshold = valid_threshold(where, "confound.threshold", value["threshold"])
-    return value, threshold
+    alpha = DEFAULT_ALPHA
+    if value.get("alpha") is not None:
+        alpha = valid_alpha(where, "confound.alpha", value["alpha"])
+    return value, threshold, alpha
 
 
 def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -> Recipe:
@@ -402,12 +429,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         where.fail("(top level)", "expected a mapping of recipe keys", data)
     check_keys(where, "", data, _TOP_KEYS, "the recipe")
 
-    version = require(where, "", data, "schema_version")
-    supported = ", ".join(str(v) for v in SUPPORTED_SCHEMA_VERSIONS)
-    if isinstance(version, bool) or not isinstance(version, int):
-        where.fail("schema_version", f"expected an integer (supported: {supported})", version)
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        where.fail("schema_version", f"unsupported version (supported: {supported})", version)
+    version = schema_version(where, require(where, "", data, "schema_version"))
 
     reg = Registry.load()
     ticket = None
@@ -417,7 +439,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     trials = positive_int(where, "trials", require(where, "", data, "trials"))
     steps = positive_int(where, "steps", require(where, "", data, "steps"))
 
-    confound_raw, threshold = _confound(where, data.get("confound"))
+    confound_raw, threshold, alpha = _confound(where, data.get("confound"))
     order = order_mode(where, "order", data["order"]) if "order" in data else DEFAULT_ORDER
     seed = order_seed(where, "order_seed", data["order_seed"]) if "order_seed" in data else 0
     stop_after = stop_after_failures(where, "stop_after", data.get("stop_after"))
@@ -450,7 +472,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         workload=workload.name,
         trials=trials,
         steps=steps,
-        confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit),
+        confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit, alpha=alpha),
         cells=tuple(cells),
         baseline=baseline,
         source=source,

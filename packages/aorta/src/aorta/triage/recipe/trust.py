@@ -1,0 +1,118 @@
+"""What a recipe read back from a run directory would execute that this machine does not vouch for.
+
+A run directory (or its `recipe.resolved.yaml`) may come from someone else. Validation keeps
+its names and values well-formed; this module answers the other question: does resuming or
+re-running it execute anything new? It does when a cell
+
+- runs in a venv interpreter or docker image that this machine's registry does not list under
+  the same name (inline docker images always count: the image comes from the file),
+- applies a mitigation whose variables differ from this machine's mitigation of that name (or
+  one this machine does not know), or
+- sets a variable that makes a process load or run other code (`LD_PRELOAD`, `PYTHONPATH`, ...).
+
+The caller refuses such a recipe unless the user passed `--trust-environments`, and its message
+lists what would run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aorta.registry.models import Environment, Mitigation
+from aorta.triage.errors import UntrustedRecipeError
+from aorta.triage.recipe.model import Cell, Recipe
+
+__all__ = ["CODE_LOADING_VARIABLES", "check_trust", "untrusted_actions"]
+
+# Variables through which a value alone makes a process load or execute a file of its choice.
+CODE_LOADING_VARIABLES = frozenset(
+    {
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "DYLD_INSERT_LIBRARIES",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONUSERBASE",
+        "PYTHONEXECUTABLE",
+        "BASH_ENV",
+        "ENV",
+        "PATH",
+        "PERL5OPT",
+        "NODE_OPTIONS",
+    }
+)
+
+
+def _environment_action(cell: Cell, registered: Mapping[str, Environment]) -> str | None:
+    env = cell.environment
+    if env.kind == "local":
+        return None
+    known = registered.get(env.name)
+    same = (
+        known is not None
+        and known.kind == env.kind
+        and known.python == env.python
+        and known.image == env.image
+        and dict(known.env) == dict(env.env)
+    )
+    if same:
+        return None
+    what = f"interpreter {env.python}" if env.kind == "venv" else f"docker image {env.image}"
+    return f"cell {cell.name}: environment {env.name} runs {what}"
+
+
+def _mitigation_actions(cell: Cell, registered: Mapping[str, Mitigation]) -> list[str]:
+    actions = []
+    for mitigation in cell.mitigation_entries:
+        known = registered.get(mitigation.name)
+        if known is None or dict(known.env) != dict(mitigation.env):
+            here = "unknown here" if known is None else f"here: {dict(known.env)}"
+            actions.append(
+                f"cell {cell.name}: mitigation {mitigation.name} sets {dict(mitigation.env)} "
+                f"({here})"
+            )
+    return actions
+
+
+def _variable_actions(cell: Cell) -> list[str]:
+    merged = {**cell.environment.env, **cell.env}
+    return [
+        f"cell {cell.name}: sets {key}={merged[key]!r}"
+        for key in sorted(merged)
+        if key in CODE_LOADING_VARIABLES
+    ]
+
+
+def untrusted_actions(
+    recipe: Recipe,
+    environments: Mapping[str, Environment],
+    mitigations: Mapping[str, Mitigation],
+) -> list[str]:
+    """One line per thing `recipe` would execute that the given registry does not vouch for."""
+    actions: list[str] = []
+    for cell in recipe.cells:
+        environment = _environment_action(cell, environments)
+        if environment:
+            actions.append(environment)
+        actions.extend(_mitigation_actions(cell, mitigations))
+        actions.extend(_variable_actions(cell))
+    return actions
+
+
+def check_trust(recipe: Recipe, *, label: str, trusted: bool) -> list[str]:
+    """Refuse (`UntrustedRecipeError`) a read-back `recipe` that would execute something new.
+
+    With `trusted` (the user passed `--trust-environments`) the actions are returned instead,
+    for the caller to report what it is about to run.
+    """
+    from aorta.registry.loader import load_environments, load_mitigations
+
+    actions = untrusted_actions(recipe, load_environments(), load_mitigations())
+    if actions and not trusted:
+        raise UntrustedRecipeError(
+            f"{label}: would run what this machine's registry does not vouch for: "
+            f"{'; '.join(actions)}; check it, then pass --trust-environments to run it"
+        )
+    return actions
