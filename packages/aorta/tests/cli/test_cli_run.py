@@ -211,3 +211,26 @@ def test_fsdp_under_torchrun_two_ranks_rank0_writes(tmp_path: Path) -> None:
         assert trial["observed"]["world_size"] == 2
         assert len(trial["losses"]) == 8
     assert done.stdout.count("trial 1/2") == 1  # one log, not one per rank
+
+
+def test_fsdp_without_torch_is_an_error_that_says_how_to_install_it(tmp_path: Path) -> None:
+    # As on a machine with aorta installed alone: `import torch` fails (None in sys.modules is
+    # how Python spells "this module cannot be imported").
+    script = (
+        "import sys\n"
+        "sys.modules['torch'] = None\n"
+        "from aorta.cli.main import main\n"
+        f"sys.exit(main(['run', '--workload', 'fsdp', '--trials', '2', '--steps', '2',"
+        f" '--output-dir', {str(tmp_path)!r}]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 1, done.stderr
+    assert "aorta run: 2 trial(s) errored (could not measure)" in done.stderr
+    assert "pip install 'aorta[torch]'" in done.stderr
+    (trial,) = [p for p in tmp_path.rglob("trial_0.json")]
+    data = json.loads(trial.read_text())
+    assert data["outcome"] == "error" and data["passed"] is False
+    assert data["failure"].startswith("workload import error: ModuleNotFoundError")
+    assert data["failure"].endswith("install it with: pip install 'aorta[torch]'")

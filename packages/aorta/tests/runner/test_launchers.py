@@ -12,7 +12,7 @@ import pytest
 
 from aorta.registry import Environment
 from aorta.runner import RunRequest, run_trials
-from aorta.runner.launchers import docker_run_argv, gpu_device_args
+from aorta.runner.launchers import docker_run_argv, gpu_device_args, image_digest
 
 IMAGE = "rocm/pytorch:rocm6.2_ubuntu22.04"
 
@@ -60,6 +60,11 @@ import os, sys
 args = sys.argv[1:]
 if args[0] == "version":
     print("27.0-fake"); sys.exit(0)
+if args[:2] == ["image", "inspect"]:
+    digest = os.environ.get("FAKE_DOCKER_DIGEST")
+    if not digest:
+        print("Error: No such image", file=sys.stderr); sys.exit(1)
+    print(digest); sys.exit(0)
 assert args[0] == "run", args
 env = dict(os.environ)
 rest = args[1:]
@@ -107,3 +112,56 @@ def test_docker_trials_run_through_the_engine_with_their_env(
     assert len(calls) == 2 and all("busybox:1 python -m aorta.runner.child" in c for c in calls)
     saved = json.loads((tmp_path / "out" / "trial_1.json").read_text())
     assert saved["env_applied"] == {"AORTA_TOY_FIX": "1"}
+
+
+def _fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "docker"
+    fake.write_text(FAKE_DOCKER.format(python=sys.executable))
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_LOG", str(tmp_path / "docker.log"))
+
+
+DIGEST = "busybox@sha256:" + "ab" * 32
+
+
+def test_image_digest_is_what_the_engine_reports_or_unresolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker client at all
+    assert image_digest("busybox:1") == "unresolved"
+    assert image_digest(DIGEST) == DIGEST  # a pinned reference is its own digest
+    _fake_docker(tmp_path, monkeypatch)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}/usr/bin:/bin")
+    assert image_digest("busybox:1") == "unresolved"  # the engine does not hold it
+    monkeypatch.setenv("FAKE_DOCKER_DIGEST", DIGEST)
+    assert image_digest("busybox:1") == DIGEST
+
+
+@pytest.mark.usefixtures("plugin")
+def test_triage_records_the_digest_of_the_image_that_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aorta.triage.recipe import recipe_from_flags
+    from aorta.triage.runner import run_recipe
+
+    _fake_docker(tmp_path, monkeypatch)
+    monkeypatch.setenv("FAKE_DOCKER_DIGEST", DIGEST)
+    recipe = recipe_from_flags(
+        workload="toy",
+        mitigation_axis=["none"],
+        environment_axis=["local", "image:busybox:1"],
+        trials=1,
+        steps=2,
+    )
+    report = run_recipe(recipe, tmp_path / "results")
+    data = json.loads((report.run_dir / "matrix.json").read_text())
+    environments = {c["name"]: c["environment"] for c in data["cells"]}
+    docker_cell = next(name for name in environments if "_inline_" in name)
+    assert environments[docker_cell]["image_digest"] == DIGEST
+    assert "image_digest" not in environments["none-local"]
+    env_name = environments[docker_cell]["name"]
+    recorded = json.loads((report.run_dir / "environments" / env_name / "image.json").read_text())
+    assert recorded == {"image": "busybox:1", "digest": DIGEST}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from aorta.errors import (
+    AortaUsageError,
     EnvironmentUnavailableError,
     OutputExistsError,
     UnknownEnvironmentError,
@@ -71,6 +72,30 @@ def test_mitigation_env_applies_inside_the_trial_and_is_restored(
         assert result.env_snapshot["env_vars"]["AORTA_TOY_FIX"] == "1"
     assert "AORTA_TOY_FIX" not in os.environ
     assert os.environ["AORTA_TOY_EXTRA"] == "before"
+
+
+def test_pinned_mitigations_are_used_instead_of_the_registry(tmp_path: Path) -> None:
+    # A re-run or resumed triage run applies the bundles it recorded, not today's registry.
+    pinned = Mitigation(name="plugin_fix", env={"AORTA_TOY_FIX": "as-recorded"}, description="")
+    (result,) = run_trials(
+        _request(tmp_path, trials=1, mitigations=("plugin_fix",), pinned_mitigations=(pinned,))
+    )
+    assert result.observed["AORTA_TOY_FIX"] == "as-recorded"
+    # Process-scoped: the child process gets the pinned bundle too.
+    scoped = Mitigation(
+        name="plugin_process", env={"AORTA_TOY_PROCESS_FLAG": "pinned"}, description="",
+        process_scoped=True,
+    )  # fmt: skip
+    (child,) = run_trials(
+        _request(
+            tmp_path, output_dir=tmp_path / "child", trials=1,
+            mitigations=("plugin_process",), pinned_mitigations=(scoped,),
+        )
+    )  # fmt: skip
+    assert child.execution == "child_process"
+    assert child.observed["AORTA_TOY_PROCESS_FLAG"] == "pinned"
+    with pytest.raises(AortaUsageError, match="do not match mitigations"):
+        _request(tmp_path, mitigations=("none",), pinned_mitigations=(pinned,))
 
 
 def test_extra_env_overrides_mitigation_values(tmp_path: Path) -> None:

@@ -144,3 +144,38 @@ def test_missing_recipe_file(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["triage", "run", "--recipe", str(missing), "--dry-run"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert str(missing) in line
+
+
+def test_dry_run_reports_every_problem_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.yaml"
+    data = {
+        **BASE,
+        "colour": "red",
+        "trials": 0,
+        "cells": [
+            {"name": "a", "mitigations": ["tf32_of"], "environment": "local"},
+            {"name": "../b", "mitigations": ["none"], "environment": "nowhere"},
+            {"name": "c", "mitigations": ["none"], "environment": "local",
+             "extra_env": {"1BAD": "x"}},
+        ],
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(data))
+    assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing is described when the recipe is bad
+    lines = err.strip().splitlines()
+    assert all(line.startswith(f"aorta: error: {path}: ") for line in lines), lines
+    found = [line.removeprefix(f"aorta: error: {path}: ") for line in lines]
+    expected = [
+        "colour: unknown key",
+        "trials: expected a positive integer, got 0",
+        "cells[0].mitigations[0]: unknown mitigation 'tf32_of'; did you mean 'tf32_off'",
+        "cells[1].name: expected letters",
+        "cells[1].environment: unknown environment 'nowhere'",
+        "cells[2].extra_env.1BAD: expected a variable name",
+    ]
+    assert len(found) == len(expected), found
+    for line, start in zip(found, expected, strict=True):
+        assert line.startswith(start), (line, start)

@@ -170,6 +170,22 @@ def test_recipe_run_for_real_with_the_toy_workload(tmp_path: Path) -> None:
     resolved = (run_dir / "recipe.resolved.yaml").read_text()
     assert "AORTA_TOY_FIX" in resolved  # plugin_fix expanded to its env bundle
 
+    # matrix.md says "re-run it to reproduce": the resolved recipe runs as a recipe and gives
+    # the same cells, variables and outcomes (the toy workload is deterministic per seed).
+    again = tmp_path / "again"
+    rerun = ["triage", "run", "--recipe", str(run_dir / "recipe.resolved.yaml")]
+    assert main([*rerun, "--output-dir", str(again)]) == 0
+    second = json.loads((_only_run_dir(again) / "matrix.json").read_text())
+
+    def cells(matrix: dict[str, object]) -> list[tuple[object, ...]]:
+        return [
+            (c["name"], c["env"], c["passed_count"], c["failed_count"], c["effective_trials"])
+            for c in matrix["cells"]  # type: ignore[attr-defined]
+        ]
+
+    assert cells(second) == cells(data)
+    assert second["recipe"]["source"] == str(run_dir / "recipe.resolved.yaml")
+
 
 ERRORS_RECIPE = """\
 schema_version: 1
@@ -221,6 +237,11 @@ def test_error_trials_are_counted_apart_and_fail_the_run(
     assert rows["baseline-local"][4] == "2 / 3 (+1 error)"
     assert rows["never-trains"][4] == "0 / 0 (+4 errors)"
     assert rows["never-trains"][-1] == "error"
+    error_txt = (run_dir / "cells" / "never-trains" / "error.txt").read_text()
+    assert error_txt.startswith("all 4 trial(s) errored; first: trial 0:")
+    assert "log tail of the first errored trial:" in error_txt
+    assert "RuntimeError: toy workload asked to raise" in error_txt
+    assert not (run_dir / ".triage.lock").exists()
 
 
 @pytest.mark.docker
@@ -240,7 +261,10 @@ def test_flag_mode_with_an_image_cell_records_error_and_runs_the_rest(tmp_path: 
     run_dir = _only_run_dir(tmp_path)
     assert run_dir.parent == tmp_path / "T-9" / "toy"
     cells = sorted(p.name for p in (run_dir / "cells").iterdir())
-    assert cells == ["none-local", "plugin_fix-local"]  # the docker cells never ran trials
+    assert len(cells) == 4  # the docker cells ran no trials but have their error.txt
+    for name in cells:
+        if "_inline_" in name:
+            assert [p.name for p in (run_dir / "cells" / name).iterdir()] == ["error.txt"]
     md = (run_dir / "matrix.md").read_text()
     assert md.count("error") >= 2
     assert "no docker engine answered" in (run_dir / "matrix.json").read_text()

@@ -168,6 +168,10 @@ def test_failing_cell_is_an_error_row_and_other_cells_run(
     row = report.matrix.row("tf32_off-local")
     assert row.confound == "error"
     assert row.stats.error == "docker engine not reachable"
+    # Every errored row has a place to look, and the finished run leaves no lock file.
+    error_file = report.run_dir / "cells" / "tf32_off-local" / "error.txt"
+    assert error_file.read_text() == "docker engine not reachable\n"
+    assert not (report.run_dir / ".triage.lock").exists()
     assert report.matrix.row("xnack-local").confound != "error"
     data = json.loads((report.run_dir / "matrix.json").read_text())
     assert "docker engine not reachable" in json.dumps(data)
@@ -223,7 +227,15 @@ def test_ctrl_c_writes_an_interrupted_matrix_with_finished_trials(
     assert data["interrupted"] is True
     partial = report.matrix.row("tf32_off-local").stats
     assert partial.trials_run == 2 and partial.trials_requested == 4
-    assert report.matrix.row("xnack-local").confound == "error"
+    # The cell Ctrl-C never reached reads `not run` (as the legend promises), not `error`.
+    (xnack,) = [c for c in data["cells"] if c["name"] == "xnack-local"]
+    assert xnack["confound"] == "not run"
+    md_row = next(
+        line for line in (report.run_dir / "matrix.md").read_text().splitlines()
+        if line.startswith("| xnack-local")
+    )  # fmt: skip
+    assert md_row.rstrip(" |").endswith("not run") and "error" not in md_row
+    assert not (report.run_dir / ".triage.lock").exists()
 
 
 def test_a_runner_crash_still_leaves_a_matrix_and_surfaces(
@@ -273,3 +285,20 @@ def test_no_subprocess_under_the_triage_package() -> None:
         text = path.read_text()
         assert "import subprocess" not in text, path
         assert '"env", "probe"' not in text, path
+
+
+def test_run_dir_lock_is_exclusive_and_removed_at_the_end(tmp_path: Path) -> None:
+    from aorta.errors import AortaUsageError
+    from aorta.triage.rundir import LOCK_NAME, run_dir_lock
+
+    with run_dir_lock(tmp_path):
+        assert (tmp_path / LOCK_NAME).exists()
+        with (
+            pytest.raises(AortaUsageError, match="another aorta triage process"),
+            run_dir_lock(tmp_path),
+        ):
+            pass
+    assert not (tmp_path / LOCK_NAME).exists()
+    with run_dir_lock(tmp_path):  # free again
+        pass
+    assert not (tmp_path / LOCK_NAME).exists()

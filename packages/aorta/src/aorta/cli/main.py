@@ -51,7 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         exc.show()
         return EXIT_USAGE
     except AortaUsageError as exc:
-        click.echo(f"aorta: error: {exc}", err=True)
+        # Several problems (a recipe with many mistakes) come one per line, each prefixed.
+        for line in str(exc).splitlines() or [""]:
+            click.echo(f"aorta: error: {line}", err=True)
         return EXIT_USAGE
     except AortaError as exc:  # the run could not happen (e.g. environment unavailable)
         click.echo(f"aorta: error: {exc}", err=True)

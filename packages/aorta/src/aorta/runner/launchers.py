@@ -122,6 +122,35 @@ def check_docker_engine(environment: Environment) -> None:
         raise EnvironmentUnavailableError(f"{where}: no docker engine answered: {reason}")
 
 
+UNRESOLVED_DIGEST = "unresolved"
+_DIGEST_IN_REF = "@sha256:"
+
+
+def image_digest(image: str) -> str:
+    """The content digest (`repo@sha256:...`) the docker engine reports for `image`.
+
+    A tag such as `:nightly` moves; the digest says which image actually ran. A reference that
+    already pins a digest is its own answer. `unresolved` when no docker client or engine
+    answers, or the engine does not hold the image (never guessed).
+    """
+    if _DIGEST_IN_REF in image:
+        return image
+    if shutil.which("docker") is None:
+        return UNRESOLVED_DIGEST
+    try:
+        done = subprocess.run(
+            ["docker", "image", "inspect", "--format", '{{join .RepoDigests "\\n"}}', image],
+            capture_output=True,
+            text=True,
+            timeout=ENGINE_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (subprocess.TimeoutExpired, OSError):
+        return UNRESOLVED_DIGEST
+    digests = [line.strip() for line in done.stdout.splitlines() if _DIGEST_IN_REF in line]
+    return digests[0] if done.returncode == 0 and digests else UNRESOLVED_DIGEST
+
+
 def launcher_for(environment: Environment) -> Launcher:
     """The launcher of an environment; checks that it can run at all (engine, interpreter)."""
     if environment.kind == "docker":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aorta.errors import AortaUsageError
 
 
@@ -12,6 +14,14 @@ class RecipeSchemaError(AortaUsageError):
 class UntrustedRecipeError(AortaUsageError):
     """A recipe read back from a run directory would execute something this machine does not
     vouch for (a venv interpreter, a docker image, changed mitigation variables)."""
+
+
+class RecipeProblemsError(RecipeSchemaError):
+    """Several independent problems of one recipe, one line each (all reported at once)."""
+
+    def __init__(self, problems: Sequence[AortaUsageError]) -> None:
+        super().__init__("\n".join(str(p) for p in problems))
+        self.problems = tuple(problems)
 
 
 class RecipeCellError(AortaUsageError):

@@ -31,8 +31,8 @@ reader-facing ones):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -88,6 +88,8 @@ class MatrixReport:
     resumed_at: tuple[str, ...] = ()
     # Interleaved order: the cells of each round, in the order they ran (all attempts).
     rounds: tuple[tuple[str, ...], ...] = ()
+    # Docker environments: the digest of the image that ran, or "unresolved".
+    image_digests: Mapping[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- layout
@@ -130,18 +132,29 @@ def _recipe_cells(recipe: Recipe) -> dict[str, Cell]:
     return {cell.name: cell for cell in recipe.cells}
 
 
-def _environment_descriptor(cell: Cell) -> dict[str, Any]:
+def _environment_descriptor(cell: Cell, digests: Mapping[str, str]) -> dict[str, Any]:
     env = cell.environment
-    return {
+    descriptor: dict[str, Any] = {
         "name": env.name,
         "kind": env.kind,
         "image": env.image,
         "source_package": env.source_package,
     }
+    if env.kind == "docker":
+        descriptor["image_digest"] = digests.get(env.name, "unresolved")
+    return descriptor
 
 
-def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any]:
-    data = row.to_dict(alpha)
+def _label(row: MatrixRow, report: MatrixReport) -> str:
+    """The row's Confound label; a cell an interrupted run never reached reads `not run`."""
+    if row.name in report.cells_not_run and row.stats.trials_run == 0:
+        return _NOT_RUN
+    return row.confound
+
+
+def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[str, Any]:
+    data = row.to_dict(report.matrix.alpha)
+    data["confound"] = _label(row, report)
     paths = [_trial_path(row.name, t.trial_id) for t in row.stats.trials]
     for trial, path in zip(data["trials"], paths, strict=True):
         trial["path"] = path
@@ -149,7 +162,9 @@ def _cell_json(row: MatrixRow, cell: Cell | None, alpha: float) -> dict[str, Any
     # A row without a recipe cell should not happen (the runner builds both from one recipe);
     # the configuration fields are then null rather than the whole report failing.
     data["mitigations"] = list(cell.mitigations) if cell is not None else None
-    data["environment"] = _environment_descriptor(cell) if cell is not None else None
+    data["environment"] = (
+        _environment_descriptor(cell, report.image_digests) if cell is not None else None
+    )
     data["env"] = dict(cell.env) if cell is not None else None
     data["extra_env"] = dict(cell.extra_env) if cell is not None else None
     # "trials" already holds the per-trial records, hence the "effective_" prefix.
@@ -200,7 +215,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "partial_scopes": list(report.partial_scopes),
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
-        "cells": [_cell_json(row, cells.get(row.name), matrix.alpha) for row in matrix.rows],
+        "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
     }
 
 
@@ -313,7 +328,7 @@ def _table_rows(report: MatrixReport) -> list[list[str]]:
                 _trials_text(row),
                 _ms_text(row.stats.mean_step_time_ms),
                 _p_text(None if row.is_baseline else row.fisher_p),
-                row.confound,
+                _label(row, report),
             ]
         )
     in_matrix = {row.name for row in report.matrix.rows}

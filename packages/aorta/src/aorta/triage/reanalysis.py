@@ -22,6 +22,7 @@ from aorta.triage.recipe import Cell, build_recipe_matrix
 from aorta.triage.rundir import (
     archive_matrix,
     cell_stats,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -77,6 +78,7 @@ def reanalyze(
             cells_not_run=not_run,
             resumed_at=tuple(previous.get("resumed_at", ())),
             rounds=tuple(tuple(names) for names in previous.get("order", {}).get("rounds", ())),
+            image_digests=image_digests(run_dir),
         )
         write_report(report)
     return report

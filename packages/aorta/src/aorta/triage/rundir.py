@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -89,6 +90,21 @@ def cell_stats(cell: Cell, results: Sequence[TrialResult]) -> CellStats:
     )
 
 
+IMAGE_FILE = "image.json"
+
+
+def image_digests(run_dir: Path) -> dict[str, str]:
+    """The recorded image digest of each docker environment (`environments/<env>/image.json`)."""
+    digests = {}
+    for path in sorted((run_dir / "environments").glob(f"*/{IMAGE_FILE}")):
+        data = load_file(path)
+        digest = data.get("digest") if isinstance(data, dict) else None
+        if not isinstance(digest, str):
+            raise AortaUsageError(f"{path}: digest: expected a string, got {digest!r}")
+        digests[path.parent.name] = digest
+    return digests
+
+
 def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []
@@ -118,16 +134,32 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` for one triage process; a second one gets a one-line `AortaUsageError`.
 
     Two processes filling the same run directory (a resume started while the run is still
-    going) would race for the same trial files and archive each other's matrix.
+    going) would race for the same trial files and archive each other's matrix. The lock file
+    is removed when the holder is done, so a finished run directory holds results only.
     """
-    with (run_dir / LOCK_NAME).open("a") as handle:
+    path = run_dir / LOCK_NAME
+    busy = AortaUsageError(
+        f"{run_dir}: another aorta triage process is working in this run directory"
+    )
+    with path.open("a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AortaUsageError(
-                f"{run_dir}: another aorta triage process is working in this run directory"
-            ) from None
+            raise busy from None
+        # The file may have been removed (and re-created) by a holder that finished between our
+        # open and our flock: then our lock guards nothing, and someone else may hold the new
+        # file. Refuse rather than work without the lock.
+        try:
+            same = os.fstat(handle.fileno()).st_ino == path.stat().st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            raise busy
         try:
             yield
         finally:
+            # Unlink while still holding the lock: nobody can acquire this inode meanwhile.
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from aorta.atomic import write_json_atomic, write_text_atomic
 from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
+from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSession, distributed_rank, open_trials, run_trials
 from aorta.timestamps import iso_stamp
@@ -32,9 +33,11 @@ from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_repor
 from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
+    IMAGE_FILE,
     RESOLVED_NAME,
     archive_matrix,
     cell_stats,
+    image_digests,
     load_run_recipe,
     partial_scopes,
     previous_matrix,
@@ -63,6 +66,7 @@ class _Session:
     earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
     resumed_at: tuple[str, ...] = ()
     earlier_rounds: tuple[tuple[str, ...], ...] = ()  # interleaved rounds of earlier attempts
+    digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
 
 
 def _request(
@@ -94,6 +98,21 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
             missing = ()  # an earlier attempt already reached the cell's stop rule
         plans.append(CellPlan(cell.name, cell.trials, cell.steps, missing))
     return plans
+
+
+ERROR_FILE = "error.txt"
+_ERROR_LOG_TAIL_CHARS = 4000
+
+
+def _write_error_file(session: _Session, cell: Cell, reason: str, trace: str | None) -> None:
+    """`cells/<name>/error.txt`: every errored row of the matrix has a place to look."""
+    if not session.writer:
+        return
+    text = reason + "\n"
+    if trace:
+        text += f"\nlog tail of the first errored trial:\n{trace[-_ERROR_LOG_TAIL_CHARS:]}\n"
+    path = cell_dir(session.run_dir, cell.name) / ERROR_FILE
+    write_text_atomic(path, text, overwrite=True)  # a resume may error again
 
 
 def _stopped(cell: Cell, results: Sequence[TrialResult]) -> bool:
@@ -178,7 +197,15 @@ class _Scheduler:
 
     def _finish(self, run: _CellRun) -> None:
         run.done = True
-        self.session.reporter.cell_finished(run.index, run.stats())
+        session, stats = self.session, run.stats()
+        if run.error is not None:  # the cell could not run at all
+            _write_error_file(session, run.cell, run.error, None)
+        elif stats.error is not None:  # every trial errored
+            trace = next((r.traceback for r in run.results if r.errored and r.traceback), None)
+            _write_error_file(session, run.cell, stats.error, trace)
+        if session.writer and run.plan.to_run and run.error is None:
+            _record_image_digest(session, run.cell)
+        session.reporter.cell_finished(run.index, stats)
 
     def _run_one(self, run: _CellRun, trial_id: int) -> None:
         assert run.trials is not None  # opened by _start
@@ -239,6 +266,17 @@ class _Scheduler:
                 run.results = trials_on_disk(self.session.run_dir, run.cell)
 
 
+def _record_image_digest(session: _Session, cell: Cell) -> None:
+    """After a docker environment's first cell ran (the engine pulled it): which image ran."""
+    env = cell.environment
+    if env.kind != "docker" or env.image is None or env.name in session.digests:
+        return
+    digest = image_digest(env.image)
+    session.digests[env.name] = digest
+    path = session.run_dir / "environments" / env.name / IMAGE_FILE
+    write_json_atomic(path, {"image": env.image, "digest": digest}, overwrite=True)
+
+
 def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
     recipe = session.recipe
     scheduler = _Scheduler(session, partial)
@@ -274,6 +312,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         cells_not_run=tuple(not_run),
         resumed_at=session.resumed_at,
         rounds=(*session.earlier_rounds, *(tuple(r) for r in scheduler.rounds if r)),
+        image_digests=dict(session.digests),
     )
     if session.writer:
         write_report(report)
@@ -374,6 +413,7 @@ def resume_run(
             earlier_rounds=tuple(
                 tuple(names) for names in previous.get("order", {}).get("rounds", ())
             ),
+            digests=image_digests(run_dir),
         )
 
     if rank != 0:

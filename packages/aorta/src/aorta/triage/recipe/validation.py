@@ -7,12 +7,14 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from aorta.errors import (
+    AortaUsageError,
     UnknownEnvironmentError,
     UnknownMitigationError,
     UnknownNameError,
@@ -27,7 +29,7 @@ from aorta.triage.confound import (
     alpha_problem,
     threshold_problem,
 )
-from aorta.triage.errors import RecipeCellError, RecipeSchemaError
+from aorta.triage.errors import RecipeCellError, RecipeProblemsError, RecipeSchemaError
 from aorta.triage.names import (
     NO_TICKET,
     image_ref_problem,
@@ -62,6 +64,7 @@ _CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "stop_aft
 _STOP_AFTER_KEYS = ("failures",)
 _INLINE_ENV_KEYS = ("docker",)
 _MAX_REPR = 80
+T = TypeVar("T")
 
 
 def _short(value: object) -> str:
@@ -75,6 +78,28 @@ def _describe(value: object) -> str:
         kind = {dict: "a mapping", list: "a list", bool: "a boolean"}.get(type(value), "null")
         return f"{kind} {_short(value)}" if value is not None else "null"
     return _short(value)
+
+
+class Problems:
+    """Collects the one-line errors of independent checks, so a recipe reports all at once."""
+
+    def __init__(self) -> None:
+        self.found: list[AortaUsageError] = []
+
+    def attempt(self, check: Callable[[], T]) -> T | None:
+        """`check()`, or None after recording the usage error it raised."""
+        try:
+            return check()
+        except AortaUsageError as exc:
+            self.found.append(exc)
+            return None
+
+    def raise_if_any(self) -> None:
+        """Raise the one problem found as it is, several as one `RecipeProblemsError`."""
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            raise RecipeProblemsError(self.found)
 
 
 @dataclass(frozen=True)
@@ -189,22 +214,24 @@ def ticket_name(where: Where, path: str, value: object) -> str:
     return ticket
 
 
-def valid_alpha(where: Where, path: str, value: object) -> float:
-    """A validated significance level (see `confound.alpha_problem`)."""
-    problem = alpha_problem(value)
+def _checked_number(
+    where: Where, path: str, value: object, problem_of: Callable[[object], str | None]
+) -> float:
+    problem = problem_of(value)
     if problem:
         where.fail(path, problem, value)
-    assert isinstance(value, (int, float))  # for mypy: alpha_problem checked it
+    assert isinstance(value, (int, float))  # for mypy: problem_of checked it
     return float(value)
+
+
+def valid_alpha(where: Where, path: str, value: object) -> float:
+    """A validated significance level (see `confound.alpha_problem`)."""
+    return _checked_number(where, path, value, alpha_problem)
 
 
 def valid_threshold(where: Where, path: str, value: object) -> float:
     """A validated confound threshold (see `confound.threshold_problem`)."""
-    problem = threshold_problem(value)
-    if problem:
-        where.fail(path, problem, value)
-    assert isinstance(value, (int, float))  # for mypy: threshold_problem checked it
-    return float(value)
+    return _checked_number(where, path, value, threshold_problem)
 
 
 @dataclass(frozen=True)
@@ -319,52 +346,86 @@ def build_cell(
 
 def _cell_from_data(
     where: Where,
+    problems: Problems,
     index: int,
     data: object,
     reg: Registry,
     trials: int,
     steps: int,
     stop_after: int | None,
-) -> Cell:
+) -> Cell | None:
+    """The cell at `cells[index]`, or None after recording each of its problems."""
     path = f"cells[{index}]"
     if not isinstance(data, Mapping):
-        where.fail(path, "expected a mapping with keys name, mitigations, environment", data)
-    check_keys(where, path, data, _CELL_KEYS, "a cell")
-    name = safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
-
+        problems.attempt(
+            lambda: where.fail(
+                path, "expected a mapping with keys name, mitigations, environment", data
+            )
+        )
+        return None
+    before = len(problems.found)
+    problems.attempt(lambda: check_keys(where, path, data, _CELL_KEYS, "a cell"))
+    name = problems.attempt(
+        lambda: safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
+    )
     mit_path = join_path(path, "mitigations")
-    raw = require(where, path, data, "mitigations")
-    if not isinstance(raw, list) or not raw:
-        where.fail(mit_path, "expected a non-empty list of mitigation names (use [none])", raw)
+    raw = problems.attempt(lambda: _mitigation_list(where, mit_path, data))
     mitigations: list[Mitigation] = []
-    for i, item in enumerate(raw):
-        mitigation = resolve_mitigation(where, f"{mit_path}[{i}]", item, reg)
+    for i, item in enumerate(raw or ()):
+        item_path = f"{mit_path}[{i}]"
+        mitigation = problems.attempt(partial(resolve_mitigation, where, item_path, item, reg))
+        if mitigation is None:
+            continue
         if any(m.name == mitigation.name for m in mitigations):
-            where.fail(f"{mit_path}[{i}]", "expected each mitigation once per cell", item)
+            problems.attempt(
+                partial(where.fail, item_path, "expected each mitigation once per cell", item)
+            )
+            continue
         mitigations.append(mitigation)
-
-    env_path = join_path(path, "environment")
-    environment = resolve_environment(
-        where, env_path, require(where, path, data, "environment"), reg
+    environment = problems.attempt(
+        lambda: resolve_environment(
+            where, join_path(path, "environment"), require(where, path, data, "environment"), reg
+        )
     )
-    extra = extra_env_mapping(where, join_path(path, "extra_env"), data.get("extra_env", {}))
+    extra = problems.attempt(
+        lambda: extra_env_mapping(where, join_path(path, "extra_env"), data.get("extra_env", {}))
+    )
     if "trials" in data:
-        trials = positive_int(where, join_path(path, "trials"), data["trials"])
+        trials = (
+            problems.attempt(lambda: positive_int(where, join_path(path, "trials"), data["trials"]))
+            or trials
+        )
     if "steps" in data:
-        steps = positive_int(where, join_path(path, "steps"), data["steps"])
+        steps = (
+            problems.attempt(lambda: positive_int(where, join_path(path, "steps"), data["steps"]))
+            or steps
+        )
     if "stop_after" in data:
-        stop_after = stop_after_failures(where, join_path(path, "stop_after"), data["stop_after"])
-    return build_cell(
-        where,
-        name=name,
-        mitigations=mitigations,
-        mitigations_path=mit_path,
-        environment=environment,
-        extra_env=extra,
-        trials=trials,
-        steps=steps,
-        stop_after=stop_after,
+        stop_after = problems.attempt(
+            lambda: stop_after_failures(where, join_path(path, "stop_after"), data["stop_after"])
+        )
+    if len(problems.found) > before or name is None or environment is None or extra is None:
+        return None
+    return problems.attempt(
+        lambda: build_cell(
+            where,
+            name=name,
+            mitigations=mitigations,
+            mitigations_path=mit_path,
+            environment=environment,
+            extra_env=extra,
+            trials=trials,
+            steps=steps,
+            stop_after=stop_after,
+        )
     )
+
+
+def _mitigation_list(where: Where, path: str, data: Mapping[Any, Any]) -> list[object]:
+    raw = require(where, path.rsplit(".", 1)[0], data, "mitigations")
+    if not isinstance(raw, list) or not raw:
+        where.fail(path, "expected a non-empty list of mitigation names (use [none])", raw)
+    return raw
 
 
 def _default_baseline(cells: Sequence[Cell]) -> str | None:
@@ -423,49 +484,88 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     return value, threshold, alpha
 
 
+def _cell_list(where: Where, data: Mapping[Any, Any]) -> list[object]:
+    raw = require(where, "", data, "cells")
+    if not isinstance(raw, list) or not raw:
+        where.fail("cells", "expected a non-empty list of cells", raw)
+    return raw
+
+
 def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -> Recipe:
-    """Validate and resolve a parsed recipe mapping into a `Recipe`."""
+    """Validate and resolve a parsed recipe mapping into a `Recipe`.
+
+    Independent problems are all reported at once (`RecipeProblemsError`, one line each); a single
+    problem raises its own error type (e.g. `UnknownMitigationError`).
+    """
     if not isinstance(data, Mapping):
         where.fail("(top level)", "expected a mapping of recipe keys", data)
-    check_keys(where, "", data, _TOP_KEYS, "the recipe")
-
+    # Fatal on its own: against another schema version every other finding could be wrong.
     version = schema_version(where, require(where, "", data, "schema_version"))
-
+    problems = Problems()
+    problems.attempt(lambda: check_keys(where, "", data, _TOP_KEYS, "the recipe"))
     reg = Registry.load()
     ticket = None
     if data.get("ticket") is not None:
-        ticket = ticket_name(where, "ticket", data["ticket"])
-    workload = resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
-    trials = positive_int(where, "trials", require(where, "", data, "trials"))
-    steps = positive_int(where, "steps", require(where, "", data, "steps"))
+        ticket = problems.attempt(lambda: ticket_name(where, "ticket", data["ticket"]))
+    workload = problems.attempt(
+        lambda: resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
+    )
+    trials = problems.attempt(
+        lambda: positive_int(where, "trials", require(where, "", data, "trials"))
+    )
+    steps = problems.attempt(
+        lambda: positive_int(where, "steps", require(where, "", data, "steps"))
+    )
+    confound = problems.attempt(lambda: _confound(where, data.get("confound")))
+    confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
 
-    confound_raw, threshold, alpha = _confound(where, data.get("confound"))
-    order = order_mode(where, "order", data["order"]) if "order" in data else DEFAULT_ORDER
-    seed = order_seed(where, "order_seed", data["order_seed"]) if "order_seed" in data else 0
-    stop_after = stop_after_failures(where, "stop_after", data.get("stop_after"))
+    order: Order = DEFAULT_ORDER
+    if "order" in data:
+        order = problems.attempt(lambda: order_mode(where, "order", data["order"])) or order
+    seed = 0
+    if "order_seed" in data:
+        seed = problems.attempt(lambda: order_seed(where, "order_seed", data["order_seed"])) or 0
+    stop_after = problems.attempt(
+        lambda: stop_after_failures(where, "stop_after", data.get("stop_after"))
+    )
 
-    cells_raw = require(where, "", data, "cells")
-    if not isinstance(cells_raw, list) or not cells_raw:
-        where.fail("cells", "expected a non-empty list of cells", cells_raw)
+    cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells: list[Cell] = []
     for index, item in enumerate(cells_raw):
-        cell = _cell_from_data(where, index, item, reg, trials, steps, stop_after)
+        # A bad top-level count still lets each cell be checked (with a stand-in of 1).
+        cell = _cell_from_data(
+            where, problems, index, item, reg, trials or 1, steps or 1, stop_after
+        )
+        if cell is None:
+            continue
         if any(c.name == cell.name for c in cells):
-            where.fail(f"cells[{index}].name", "expected a unique cell name", cell.name)
+            name_path = f"cells[{index}].name"
+            problems.attempt(
+                partial(where.fail, name_path, "expected a unique cell name", cell.name)
+            )
+            continue
         cells.append(cell)
 
     explicit = confound_raw.get("baseline_cell")
-    if explicit is not None:
-        baseline = check_baseline(where, "confound.baseline_cell", explicit, cells)
-    else:
-        default = _default_baseline(cells)
-        if default is None:
-            where.fail(
-                "confound.baseline_cell",
-                "required: no cell is named 'baseline-*' or has mitigations [none]",
+    baseline: str | None = None
+    if len(cells) == len(cells_raw) and cells:  # judged only against a complete cell list
+        if explicit is not None:
+            baseline = problems.attempt(
+                lambda: check_baseline(where, "confound.baseline_cell", explicit, cells)
             )
-        baseline = default
-
+        else:
+            baseline = _default_baseline(cells)
+            if baseline is None:
+                problems.attempt(
+                    lambda: where.fail(
+                        "confound.baseline_cell",
+                        "required: no cell is named 'baseline-*' or has mitigations [none]",
+                    )
+                )
+    problems.raise_if_any()
+    # No problem recorded: every value above was produced.
+    assert workload is not None and baseline is not None
+    assert trials is not None and steps is not None
     return Recipe(
         schema_version=version,
         ticket=ticket,
