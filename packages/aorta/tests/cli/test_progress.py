@@ -164,8 +164,15 @@ def test_plain_lines_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
     assert "aorta triage: 2 cell(s), 4 trial(s) to run" in lines
     trial_lines = [line for line in lines if " trial " in line and "seed=" in line]
     assert len(trial_lines) == 4  # one line per trial
-    assert trial_lines[0].startswith("[cell 1/2 none-local] trial 1/2 seed=0: passed")
-    assert trial_lines[3].startswith("[cell 2/2 plugin_fix-local] trial 2/2 seed=1: passed")
+    # Interleaved (the default): round 1 of both cells, in a shuffled order, then round 2.
+    prefixes = [line.split(": ")[0] for line in trial_lines]
+    for round_no, pair in ((1, prefixes[:2]), (2, prefixes[2:])):
+        assert sorted(pair) == [
+            f"[cell 1/2 none-local] trial {round_no}/2 seed={round_no - 1}",
+            f"[cell 2/2 plugin_fix-local] trial {round_no}/2 seed={round_no - 1}",
+        ]
+    assert all(": passed" in line for line in trial_lines)
+    assert "[cell 1/2 none-local] done: 0/2 failed" in done.stdout
     assert "[cell 2/2 plugin_fix-local] done: 0/2 failed" in done.stdout
     assert "\x1b[" not in done.stdout  # no terminal control codes in a log
 

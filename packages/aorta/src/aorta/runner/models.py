@@ -48,6 +48,9 @@ class RunRequest:
     command: CommandSpec | None = None
     command_args: tuple[str, ...] = ()
     cell: str = ""  # the triage cell, for the command's {cell} placeholder
+    # Run every trial in a fresh child process even when nothing requires one, so that this
+    # request's timings compare with those of requests that do (a triage matrix of mixed cells).
+    fresh_process: bool = False
     # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
     # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
     pinned_mitigations: tuple[Mitigation, ...] = ()
@@ -130,6 +133,11 @@ class TrialResult:
     traceback: str | None = None
     rank: int = 0
     world_size: int = 1
+    # Under torchrun: process-scoped variables the launcher already held (in effect from the
+    # start of the process, which is what makes the mitigation act there).
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    # What the workload's step times measure (e.g. fsdp: "wall" or "cpu"); None: not declared.
+    step_clock: str | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
     outcome: Outcome = "passed"
     # Command workloads only: the argv that ran, exit status, why it stopped, the first

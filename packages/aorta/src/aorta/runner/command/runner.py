@@ -9,7 +9,7 @@ own directory `trial_<id>/` next to the JSON; the output goes to `trial_<id>.log
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aorta.atomic import write_json_atomic
@@ -18,7 +18,7 @@ from aorta.runner.command.spec import CommandSpec, check_placeholders, render_ar
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
 from aorta.runner.environ import merge_env
 from aorta.runner.in_process import utc_timestamp
-from aorta.runner.models import RunRequest, TrialResult
+from aorta.runner.models import Execution, RunRequest, TrialResult
 from aorta.runner.reporting import TrialReporter
 from aorta.runner.resolve import request_mitigations
 from aorta.runner.trials import step_hook
@@ -44,7 +44,7 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
 
 def _check_request(request: RunRequest) -> CommandSpec:
     spec = request.command
-    assert spec is not None  # run_command_trials is only called for command requests
+    assert spec is not None  # only command requests are opened here
     environment = request.environment_name
     if environment != "local":
         raise AortaUsageError(
@@ -60,16 +60,25 @@ def _check_request(request: RunRequest) -> CommandSpec:
     return spec
 
 
-def run_command_trials(request: RunRequest, reporter: TrialReporter) -> list[TrialResult]:
-    """Run the request's trials of its command workload (see `aorta.runner.run_trials`)."""
-    spec = _check_request(request)
-    mitigations = request_mitigations(request)
-    trial_env = merge_env(mitigations, request.extra_env)
-    process_env = {**os.environ, **trial_env}
-    request.output_dir.mkdir(parents=True, exist_ok=True)
-    argv = [*spec.command, *request.command_args]
-    results = []
-    for trial_id in request.selected_trials():
+@dataclass
+class CommandTrialSession:
+    """A command workload's request, checked once; each `run` is one fresh process group."""
+
+    request: RunRequest
+    spec: CommandSpec
+    reporter: TrialReporter
+    trial_env: dict[str, str]
+    process_env: dict[str, str]
+    argv: list[str]
+
+    @property
+    def execution(self) -> Execution:
+        """A command always runs in its own process."""
+        return "child_process"
+
+    def run(self, trial_id: int) -> TrialResult:
+        """Run trial `trial_id` of the command and write its `trial_<id>.json`."""
+        request, reporter = self.request, self.reporter
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
         trial_dir = request.output_dir / f"trial_{trial_id}"
@@ -80,12 +89,11 @@ def run_command_trials(request: RunRequest, reporter: TrialReporter) -> list[Tri
             "output_dir": str(trial_dir.resolve()),
             "cell": request.cell,
         }
-
         started_at = utc_timestamp()
         out = run_command_trial(
-            spec,
-            render_argv(argv, values),
-            process_env,
+            self.spec,
+            render_argv(self.argv, values),
+            self.process_env,
             log_path=request.output_dir / f"trial_{trial_id}.log",
             trial_dir=trial_dir,
             steps=request.steps,
@@ -106,14 +114,30 @@ def run_command_trials(request: RunRequest, reporter: TrialReporter) -> list[Tri
             losses=out.losses,
             wall_clock_sec=out.wall_clock_sec,
             started_at=started_at,
-            env_applied=trial_env,
+            env_applied=self.trial_env,
             env_snapshot={},
             observed={},
             execution="child_process",
+            step_clock=out.clock,
             failed_at_step=out.failure.at_step if out.failure is not None else None,
             command=command_record(out),
         )
         write_json_atomic(request.trial_path(trial_id), result.to_dict())
         reporter.trial_finished(result)
-        results.append(result)
-    return results
+        return result
+
+
+def open_command_trials(request: RunRequest, reporter: TrialReporter) -> CommandTrialSession:
+    """Check a command workload's request once (see `aorta.runner.open_trials`)."""
+    spec = _check_request(request)
+    mitigations = request_mitigations(request)
+    trial_env = merge_env(mitigations, request.extra_env)
+    request.output_dir.mkdir(parents=True, exist_ok=True)
+    return CommandTrialSession(
+        request=request,
+        spec=spec,
+        reporter=reporter,
+        trial_env=trial_env,
+        process_env={**os.environ, **trial_env},
+        argv=[*spec.command, *request.command_args],
+    )

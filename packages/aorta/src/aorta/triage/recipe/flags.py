@@ -8,6 +8,7 @@ from typing import Any
 from aorta.registry.models import Environment
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
@@ -23,6 +24,7 @@ from aorta.triage.recipe.validation import (
     check_command_environment,
     check_unique,
     inline_environment,
+    order_mode,
     positive_int,
     resolve_environment,
     resolve_mitigation,
@@ -46,6 +48,8 @@ def recipe_from_flags(
     ticket: str | None = None,
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+    order: str = DEFAULT_ORDER,
+    stop_after_failures: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     command: Mapping[str, Any] | None = None,
 ) -> Recipe:
@@ -56,7 +60,9 @@ def recipe_from_flags(
     recipe's `{docker: <ref>}` (`_inline_<blake2b8>`) and never touches the registry; a bare
     name must be registered. Default baseline: the (`none`, first environment) cell when `none`
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
-    `--environment-axis[1]: unknown environment 'x' ...`.
+    `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
+    `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
+    `trials` as the most it runs (`--max-trials N`).
 
     `command` is a command workload mapping (`{command: [argv after --], step_time: ...}`)
     instead of a registered `workload`; exactly one of the two is given.
@@ -71,24 +77,18 @@ def recipe_from_flags(
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
     threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+    order_value = order_mode(where, "--order", order)
+    if stop_after_failures is not None:
+        stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
     alpha = valid_alpha(where, "--alpha", alpha)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
-    if not environment_axis:
-        where.fail("--environment-axis", "expected at least one environment (e.g. local)")
     mitigations = [
         resolve_mitigation(where, f"--mitigation-axis[{i}]", item, reg)
         for i, item in enumerate(mitigation_axis)
     ]
-    environments: list[Environment] = []
-    for i, item in enumerate(environment_axis):
-        item_path = f"--environment-axis[{i}]"
-        text = string(where, item_path, item)
-        if text.startswith(IMAGE_PREFIX):
-            environments.append(inline_environment(where, item_path, text[len(IMAGE_PREFIX) :]))
-        else:
-            environments.append(resolve_environment(where, item_path, text, reg))
+    environments = _environment_axis(where, environment_axis, reg)
     check_unique(where, "--mitigation-axis", [m.name for m in mitigations])
     check_unique(where, "--environment-axis", [e.name for e in environments])
 
@@ -107,6 +107,7 @@ def recipe_from_flags(
                     extra_env={},
                     trials=trials,
                     steps=steps,
+                    stop_after=stop_after_failures,
                 )
             )
 
@@ -132,4 +133,20 @@ def recipe_from_flags(
         sha256=None,
         workload_source_package=source_package,
         command=spec,
+        order=order_value,
     )
+
+
+def _environment_axis(where: Where, axis: Sequence[str], reg: Registry) -> list[Environment]:
+    """`--environment-axis`: registered names, or `image:<ref>` inline docker environments."""
+    if not axis:
+        where.fail("--environment-axis", "expected at least one environment (e.g. local)")
+    environments: list[Environment] = []
+    for i, item in enumerate(axis):
+        item_path = f"--environment-axis[{i}]"
+        text = string(where, item_path, item)
+        if text.startswith(IMAGE_PREFIX):
+            environments.append(inline_environment(where, item_path, text[len(IMAGE_PREFIX) :]))
+        else:
+            environments.append(resolve_environment(where, item_path, text, reg))
+    return environments

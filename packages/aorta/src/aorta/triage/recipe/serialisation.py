@@ -26,6 +26,8 @@ from aorta.triage.recipe.validation import (
     command_workload,
     extra_env_mapping,
     join_path,
+    order_mode,
+    order_seed,
     positive_int,
     require,
     safe_name,
@@ -81,6 +83,8 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "workload": _workload_dict(recipe),
         "trials": recipe.trials,
         "steps": recipe.steps,
+        "order": recipe.order,
+        "order_seed": recipe.order_seed,
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,
@@ -102,6 +106,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
                 "extra_env": dict(cell.extra_env),
                 "trials": cell.trials,
                 "steps": cell.steps,
+                "stop_after_failures": cell.stop_after_failures,
                 "env": dict(cell.env),
                 **({"command_args": list(cell.command_args)} if cell.command_args else {}),
             }
@@ -137,6 +142,8 @@ _RESOLVED_KEYS = (
     "workload",
     "trials",
     "steps",
+    "order",
+    "order_seed",
     "confound",
     "cells",
 )
@@ -149,6 +156,7 @@ _CELL_KEYS = (
     "extra_env",
     "trials",
     "steps",
+    "stop_after_failures",
     "env",
     "command_args",
 )
@@ -267,6 +275,13 @@ def _cell(where: Where, index: int, value: object, command: CommandSpec | None) 
             if "command_args" in data
             else ()
         ),
+        stop_after_failures=(
+            None
+            if data.get("stop_after_failures") is None
+            else positive_int(
+                where, join_path(path, "stop_after_failures"), data["stop_after_failures"]
+            )
+        ),
     )
 
 
@@ -343,6 +358,9 @@ def recipe_from_resolved(
         ),
         resolved=True,
         command=command,
+        # Runs written before order modes existed ran their cells one after the other.
+        order=order_mode(where, "order", top.get("order", "sequential")),
+        order_seed=order_seed(where, "order_seed", top.get("order_seed", 0)),
     )
 
 

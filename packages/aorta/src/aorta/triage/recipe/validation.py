@@ -38,17 +38,31 @@ from aorta.triage.names import (
     safe_name_problem,
 )
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
+    ORDERS,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
     ConfoundSettings,
+    Order,
     Recipe,
 )
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
 
-_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+_TOP_KEYS = (
+    "schema_version",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "order",
+    "order_seed",
+    "stop_after",
+    "confound",
+    "cells",
+)
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
 _CELL_KEYS = (
     "name",
@@ -56,9 +70,11 @@ _CELL_KEYS = (
     "environment",
     "trials",
     "steps",
+    "stop_after",
     "extra_env",
     "command_args",
 )
+_STOP_AFTER_KEYS = ("failures",)
 # The workload name of a command workload (in run directories and trial JSONs).
 COMMAND_WORKLOAD = "command"
 _INLINE_ENV_KEYS = ("docker",)
@@ -159,6 +175,31 @@ def positive_int(where: Where, path: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         where.fail(path, "expected a positive integer", value)
     return value
+
+
+def order_mode(where: Where, path: str, value: object) -> Order:
+    """`value` if it is one of the order modes."""
+    for order in ORDERS:
+        if value == order:
+            return order
+    where.fail(path, f"expected one of {', '.join(ORDERS)}", value)
+
+
+def order_seed(where: Where, path: str, value: object) -> int:
+    """A seed for the per-round cell order: an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        where.fail(path, "expected an integer >= 0", value)
+    return value
+
+
+def stop_after_failures(where: Where, path: str, value: object) -> int | None:
+    """`stop_after: {failures: K}` -> K; `stop_after: null` (a cell opting out) -> None."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {failures: <positive integer>} or null", value)
+    check_keys(where, path, value, _STOP_AFTER_KEYS, "stop_after")
+    return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
 
 
 def string(where: Where, path: str, value: object) -> str:
@@ -348,6 +389,7 @@ def build_cell(
     extra_env: Mapping[str, str],
     trials: int,
     steps: int,
+    stop_after: int | None = None,
 ) -> Cell:
     """A `Cell` with the mitigations' env bundles merged (a key collision is a cell error)."""
     try:
@@ -363,6 +405,7 @@ def build_cell(
         steps=steps,
         env=env,
         mitigation_entries=tuple(mitigations),
+        stop_after_failures=stop_after,
     )
 
 
@@ -374,6 +417,7 @@ def _cell_from_data(
     reg: Registry,
     trials: int,
     steps: int,
+    stop_after: int | None,
     command: CommandSpec | None,
 ) -> Cell | None:
     """The cell at `cells[index]`, or None after recording each of its problems."""
@@ -422,6 +466,10 @@ def _cell_from_data(
             problems.attempt(lambda: positive_int(where, join_path(path, "steps"), data["steps"]))
             or steps
         )
+    if "stop_after" in data:
+        stop_after = problems.attempt(
+            lambda: stop_after_failures(where, join_path(path, "stop_after"), data["stop_after"])
+        )
     if len(problems.found) > before or name is None or environment is None or extra is None:
         return None
     cell = problems.attempt(
@@ -434,6 +482,7 @@ def _cell_from_data(
             extra_env=extra,
             trials=trials,
             steps=steps,
+            stop_after=stop_after,
         )
     )
     if cell is None or "command_args" not in data:
@@ -543,11 +592,23 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
     command = workload[2] if workload is not None else None
 
+    order: Order = DEFAULT_ORDER
+    if "order" in data:
+        order = problems.attempt(lambda: order_mode(where, "order", data["order"])) or order
+    seed = 0
+    if "order_seed" in data:
+        seed = problems.attempt(lambda: order_seed(where, "order_seed", data["order_seed"])) or 0
+    stop_after = problems.attempt(
+        lambda: stop_after_failures(where, "stop_after", data.get("stop_after"))
+    )
+
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells: list[Cell] = []
     for index, item in enumerate(cells_raw):
         # A bad top-level count still lets each cell be checked (with a stand-in of 1).
-        cell = _cell_from_data(where, problems, index, item, reg, trials or 1, steps or 1, command)
+        cell = _cell_from_data(
+            where, problems, index, item, reg, trials or 1, steps or 1, stop_after, command
+        )
         if cell is None:
             continue
         if any(c.name == cell.name for c in cells):
@@ -597,4 +658,6 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         sha256=sha256,
         workload_source_package=source_package,
         command=command,
+        order=order,
+        order_seed=seed,
     )
