@@ -57,8 +57,8 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
     finished before it keeps its file.
 
     Trials of the `local` environment run in this interpreter, except when a mitigation is
-    process-scoped: then each trial runs in a fresh child process with the same result
-    contract. `venv` environments run each trial with their interpreter, `docker`
+    process-scoped or the request records kernel fingerprints: then each trial runs in a fresh
+    child process with the same result contract. `venv` environments run each trial with their interpreter, `docker`
     environments in a `docker run` of their image (see `aorta.runner.launchers`). Under
     torchrun every rank runs every trial in-process and only rank 0 writes files.
     """

@@ -40,6 +40,7 @@ from typing import Any
 
 from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, stats
+from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -102,6 +103,9 @@ class CellStats:
     error: str | None = None
     error_count: int = 0  # trials with outcome `error` (not in passed/failed)
     errors: tuple[str, ...] = ()  # `trial <id>: <reason>` of each of them
+    # `{kernel: fingerprint}` over the measured trials (`fingerprints.cell_fingerprints`);
+    # None when no trial recorded any (the recipe did not ask for them).
+    kernel_fingerprints: Mapping[str, str] | None = None
 
     @property
     def measured_count(self) -> int:
@@ -121,6 +125,12 @@ class CellStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-ready dict (non-finite floats become None)."""
+        data = self._stats_dict()
+        if self.kernel_fingerprints is not None:  # only runs that asked for them carry the key
+            data["kernel_fingerprints"] = dict(self.kernel_fingerprints)
+        return data
+
+    def _stats_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "error": self.error,
@@ -259,6 +269,7 @@ def aggregate_cell(
         error=None if measured else f"all {len(ordered)} trial(s) errored; first: {errors[0]}",
         error_count=len(errors),
         errors=errors,
+        kernel_fingerprints=cell_fingerprints(r.kernel_fingerprints for r in measured),
     )
 
 
@@ -273,6 +284,8 @@ class MatrixRow:
     nan_rate_ci: tuple[float, float] | None
     fisher_p: float | None
     step_time_ratio_ci: tuple[float, float] | None
+    # Kernels whose fingerprint differs from the baseline cell's; None: nothing to compare.
+    kernels_changed: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -297,6 +310,9 @@ class MatrixRow:
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
             }
         )
+        if self.kernels_changed is not None:
+            data["kernels_changed"] = list(self.kernels_changed)
+            data["kernels_changed_count"] = len(self.kernels_changed)
         return data
 
 
@@ -510,6 +526,7 @@ def build_matrix(
                 nan_rate_ci=nan_ci,
                 fisher_p=fisher_p,
                 step_time_ratio_ci=ratio_ci,
+                kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
             )
         )
 

@@ -80,6 +80,7 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]
         trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
         # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
         pinned_mitigations=cell.mitigation_entries,
+        fingerprint_kernels=recipe.fingerprint_kernels,
     )
 
 

@@ -76,6 +76,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "workload": {"name": recipe.workload, "source_package": recipe.workload_source_package},
         "trials": recipe.trials,
         "steps": recipe.steps,
+        "fingerprint_kernels": recipe.fingerprint_kernels,
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,
@@ -121,6 +122,7 @@ _RESOLVED_KEYS = (
     "workload",
     "trials",
     "steps",
+    "fingerprint_kernels",
     "confound",
     "cells",
 )
@@ -311,4 +313,9 @@ def recipe_from_resolved(
             where, "workload.source_package", workload.get("source_package")
         ),
         resolved=True,
+        # Absent in files written before it existed. Not checked against the installed
+        # extra: re-analysis reads this file without running anything.
+        fingerprint_kernels=_boolean(
+            where, "fingerprint_kernels", top.get("fingerprint_kernels", False)
+        ),
     )

@@ -7,6 +7,7 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -44,7 +45,16 @@ from aorta.triage.recipe.model import (
     Recipe,
 )
 
-_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+_TOP_KEYS = (
+    "schema_version",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "confound",
+    "cells",
+    "fingerprint_kernels",
+)
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
 _CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
 _INLINE_ENV_KEYS = ("docker",)
@@ -436,6 +446,23 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     return value, threshold, alpha
 
 
+def invariance_installed() -> bool:
+    """Whether the optional triton-invariance package (`aorta[invariance]`) is importable."""
+    return importlib.util.find_spec("triton_invariance") is not None
+
+
+def _fingerprint_kernels(where: Where, value: object) -> bool:
+    """The `fingerprint_kernels` flag: a boolean, and true only with the extra installed."""
+    if not isinstance(value, bool):
+        where.fail("fingerprint_kernels", "expected true or false", value)
+    if value and not invariance_installed():
+        where.fail(
+            "fingerprint_kernels",
+            "true needs the triton-invariance package: pip install 'aorta[invariance]'",
+        )
+    return value
+
+
 def _cell_list(where: Where, data: Mapping[Any, Any]) -> list[object]:
     raw = require(where, "", data, "cells")
     if not isinstance(raw, list) or not raw:
@@ -470,6 +497,9 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     )
     confound = problems.attempt(lambda: _confound(where, data.get("confound")))
     confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
+    fingerprint = problems.attempt(
+        lambda: _fingerprint_kernels(where, data.get("fingerprint_kernels", False))
+    )
 
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells: list[Cell] = []
@@ -518,4 +548,5 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         source=source,
         sha256=sha256,
         workload_source_package=workload.source_package,
+        fingerprint_kernels=bool(fingerprint),
     )
