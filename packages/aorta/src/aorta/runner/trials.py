@@ -58,9 +58,10 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
 
     Trials of the `local` environment run in this interpreter, except when a mitigation is
     process-scoped or the request records kernel fingerprints: then each trial runs in a fresh
-    child process with the same result contract. `venv` environments run each trial with their interpreter, `docker`
-    environments in a `docker run` of their image (see `aorta.runner.launchers`). Under
-    torchrun every rank runs every trial in-process and only rank 0 writes files.
+    child process with the same result contract. `venv` environments run each trial with
+    their interpreter, `docker` environments in a `docker run` of their image (see
+    `aorta.runner.launchers`). Under torchrun every rank runs every trial in-process and only
+    rank 0 writes files.
     """
     report = reporter or NullReporter()
     resolved = resolve_request(request)
