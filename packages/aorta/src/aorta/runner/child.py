@@ -49,6 +49,7 @@ def _request_to_spec(request: RunRequest) -> dict[str, Any]:
         "steps": request.steps,
         "seed": request.seed,
         "pinned_mitigations": [_entry_spec(m) for m in request.pinned_mitigations],
+        "fingerprint_kernels": request.fingerprint_kernels,
     }
 
 
@@ -64,6 +65,7 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
         steps=spec["steps"],
         seed=spec["seed"],
         pinned_mitigations=tuple(Mitigation(**m) for m in spec.get("pinned_mitigations", ())),
+        fingerprint_kernels=spec.get("fingerprint_kernels", False),
     )
 
 

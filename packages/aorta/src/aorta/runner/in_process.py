@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +21,22 @@ from aorta.workloads.contract import StepCallback, TrialContext, WorkloadOutcome
 def utc_timestamp() -> str:
     """Now, as ISO 8601 UTC with a trailing Z."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@contextlib.contextmanager
+def _kernel_recording(enabled: bool) -> Iterator[dict[str, str] | None]:
+    """`{kernel: fingerprint}` of the Triton kernels compiled inside the block, when enabled.
+
+    Imported here, not at module level: triton-invariance (and Triton) are an optional extra
+    that only a trial asking for fingerprints needs.
+    """
+    if not enabled:
+        yield None
+        return
+    from triton_invariance.record import record_fingerprints
+
+    with record_fingerprints() as seen:
+        yield seen
 
 
 def run_trial_in_process(
@@ -45,6 +63,7 @@ def run_trial_in_process(
     verdict: Outcome = "passed"
     trace: str | None = None
     steps_completed = 0
+    fingerprints: dict[str, str] | None = None
 
     def counting_step(step: int, loss: float | None, step_time_ms: float) -> None:
         # The default classification of an exception needs to know whether a step completed.
@@ -64,7 +83,9 @@ def run_trial_in_process(
             on_step=counting_step,
         )
         try:
-            outcome = resolved.workload.entry(ctx)
+            with _kernel_recording(request.fingerprint_kernels) as seen:
+                fingerprints = seen  # filled while the workload compiles, also if it raises
+                outcome = resolved.workload.entry(ctx)
             verdict, failure = classify_outcome(outcome)
         except Exception as exc:  # a failing trial is data, not a crash of the runner
             verdict, failure = classify_exception(exc, steps_completed)
@@ -85,6 +106,7 @@ def run_trial_in_process(
         execution=execution,
         rank=rank,
         world_size=world_size,
+        kernel_fingerprints=None if fingerprints is None else dict(fingerprints),
     )
 
 
@@ -102,6 +124,7 @@ def build_trial_result(
     execution: Execution,
     rank: int = 0,
     world_size: int = 1,
+    kernel_fingerprints: dict[str, str] | None = None,
 ) -> TrialResult:
     """The trial record; `outcome` is None when the workload produced none (it raised, died).
 
@@ -132,4 +155,5 @@ def build_trial_result(
         traceback=traceback_text,
         rank=rank,
         world_size=world_size,
+        kernel_fingerprints=kernel_fingerprints,
     )

@@ -54,6 +54,9 @@ class RunRequest:
     # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
     # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
     pinned_mitigations: tuple[Mitigation, ...] = ()
+    # Record `{kernel: fingerprint}` of the Triton kernels each trial compiles (needs the
+    # triton-invariance package); forces a fresh process per trial, see `ResolvedRequest`.
+    fingerprint_kernels: bool = False
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -143,6 +146,9 @@ class TrialResult:
     # Command workloads only: the argv that ran, exit status, why it stopped, the first
     # failure/error line, clock source, log and artifacts (see aorta.runner.command.runner).
     command: dict[str, Any] | None = None
+    # `{kernel_name: fingerprint}` of the Triton kernels the trial compiled; None when the
+    # request did not ask for them (`RunRequest.fingerprint_kernels`).
+    kernel_fingerprints: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

@@ -27,8 +27,10 @@ class ResolvedRequest:
 
     @property
     def needs_fresh_process(self) -> bool:
-        """True when a mitigation's variables are only read at runtime start-up."""
-        return any(m.process_scoped for m in self.mitigations)
+        """True when a mitigation's variables are only read at runtime start-up, or when the
+        trial records kernel fingerprints: a kernel compiled earlier in this process sits in
+        Triton's in-memory JIT cache, compiles no more and would go unrecorded."""
+        return self.request.fingerprint_kernels or any(m.process_scoped for m in self.mitigations)
 
 
 def request_mitigations(request: RunRequest) -> tuple[Mitigation, ...]:

@@ -183,7 +183,8 @@ def run_trials(request: RunRequest, reporter: TrialReporter | None = None) -> li
     finished before it keeps its file.
 
     Trials of the `local` environment run in this interpreter, except when a mitigation is
-    process-scoped or the request asks for `fresh_process`: then each trial runs in a fresh
+    process-scoped, the request records kernel fingerprints or asks for `fresh_process`: then
+    each trial runs in a fresh
     child process with the same result contract. `venv` environments run each trial with
     their interpreter, `docker` environments in a `docker run` of their image (see
     `aorta.runner.launchers`). Under torchrun every rank runs every trial in-process and only

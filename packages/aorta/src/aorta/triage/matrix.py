@@ -40,6 +40,7 @@ from typing import Any
 
 from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, stats
+from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
 from aorta.triage.observed import (
     ObservedSettings,
     compared_settings,
@@ -127,6 +128,9 @@ class CellStats:
 
     error_count: int = 0  # trials with outcome `error` (not in passed/failed)
     errors: tuple[str, ...] = ()  # `trial <id>: <reason>` of each of them
+    # `{kernel: fingerprint}` over the measured trials (`fingerprints.cell_fingerprints`);
+    # None when no trial recorded any (the recipe did not ask for them).
+    kernel_fingerprints: Mapping[str, str] | None = None
 
     @property
     def measured_count(self) -> int:
@@ -146,6 +150,12 @@ class CellStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON-ready dict (non-finite floats become None)."""
+        data = self._stats_dict()
+        if self.kernel_fingerprints is not None:  # only runs that asked for them carry the key
+            data["kernel_fingerprints"] = dict(self.kernel_fingerprints)
+        return data
+
+    def _stats_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "error": self.error,
@@ -298,6 +308,7 @@ def aggregate_cell(
         error=None if measured else f"all {len(ordered)} trial(s) errored; first: {errors[0]}",
         error_count=len(errors),
         errors=errors,
+        kernel_fingerprints=cell_fingerprints(r.kernel_fingerprints for r in measured),
     )
 
 
@@ -315,6 +326,8 @@ class MatrixRow:
     # Observed settings that differ from the baseline's: () = no observable effect, None = not
     # comparable (baseline row, errored cell, or a side that recorded no settings).
     observed_differences: tuple[str, ...] | None = None
+    # Kernels whose fingerprint differs from the baseline cell's; None: nothing to compare.
+    kernels_changed: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -342,6 +355,9 @@ class MatrixRow:
                 ),
             }
         )
+        if self.kernels_changed is not None:
+            data["kernels_changed"] = list(self.kernels_changed)
+            data["kernels_changed_count"] = len(self.kernels_changed)
         return data
 
 
@@ -608,6 +624,7 @@ def build_matrix(
                 observed_differences=(
                     None if is_base else observed_differences(cell.observed, base.observed)
                 ),
+                kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
             )
         )
 

@@ -301,9 +301,12 @@ _HEADERS = (
 )
 
 
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+_KERNELS_HEADER = "Kernels changed vs baseline"
+
+
+def _table(rows: Sequence[Sequence[str]], headers: Sequence[str] = _HEADERS) -> list[str]:
     """A pipe table padded so that the columns line up in plain text as well."""
-    widths = [len(h) for h in _HEADERS]
+    widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(value)) for w, value in zip(widths, row, strict=True)]
 
@@ -311,7 +314,7 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
         return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
 
     rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    return [line(_HEADERS), rule, *(line(row) for row in rows)]
+    return [line(headers), rule, *(line(row) for row in rows)]
 
 
 def _table_rows(report: MatrixReport) -> list[list[str]]:
@@ -349,6 +352,23 @@ def _table_rows(report: MatrixReport) -> list[list[str]]:
             ]
         )
     return rows
+
+
+def _kernels_text(row: MatrixRow) -> str:
+    """How many kernels the cell compiled differently from the baseline (names: matrix.json)."""
+    if row.is_baseline:
+        return _NO_COMPARISON
+    return _MISSING if row.kernels_changed is None else str(len(row.kernels_changed))
+
+
+def _summary_table(report: MatrixReport) -> list[str]:
+    """The Reproduction Summary; a kernels column only when the recipe fingerprints kernels."""
+    rows = _table_rows(report)
+    if not report.recipe.fingerprint_kernels:
+        return _table(rows)
+    changed = {row.name: _kernels_text(row) for row in report.matrix.rows}
+    extended = [[*row, changed.get(row[0], _MISSING)] for row in rows]
+    return _table(extended, (*_HEADERS, _KERNELS_HEADER))
 
 
 def _partial_scope_warning(scope: str) -> str:
@@ -483,6 +503,13 @@ def _notes(report: MatrixReport) -> list[str]:
         "recipe.resolved.yaml records the recipe as executed (registry names expanded); "
         "re-run it to reproduce this matrix.",
     ]
+    if report.recipe.fingerprint_kernels:
+        bullets.append(
+            "Kernels changed vs baseline counts the Triton kernels the cell compiled with a "
+            "different triton-invariance fingerprint than the baseline cell (or that only one "
+            "of them compiled); matrix.json names them. 0: no Triton kernel's compiled numerics "
+            "changed; `n/a`: one side recorded no fingerprints."
+        )
     bullets.extend(_one_line(note) for note in matrix.notes)
     return [f"- {bullet}" for bullet in bullets]
 
@@ -501,7 +528,7 @@ def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> st
     banner = _banner(report)
     if banner:
         lines.extend([*banner, ""])
-    lines.extend(["## Reproduction Summary", "", *_table(_table_rows(report)), ""])
+    lines.extend(["## Reproduction Summary", "", *_summary_table(report), ""])
     lines.extend(["## Notes", "", *_notes(report)])
     return "\n".join(lines) + "\n"
 

@@ -89,6 +89,7 @@ def _request(
         fresh_process=fresh_process,
         # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
         pinned_mitigations=cell.mitigation_entries,
+        fingerprint_kernels=session.recipe.fingerprint_kernels,
     )
 
 

@@ -116,6 +116,9 @@ class Recipe:
     # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
     # and environments, which may come from another machine (see `trust`).
     resolved: bool = False
+    # `fingerprint_kernels: true`: every trial records its Triton kernels' fingerprints and
+    # the matrix says which kernels each cell changed vs the baseline.
+    fingerprint_kernels: bool = False
 
     def __post_init__(self) -> None:
         names = [cell.name for cell in self.cells]

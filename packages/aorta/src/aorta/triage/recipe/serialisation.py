@@ -85,6 +85,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "steps": recipe.steps,
         "order": recipe.order,
         "order_seed": recipe.order_seed,
+        "fingerprint_kernels": recipe.fingerprint_kernels,
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,
@@ -144,6 +145,7 @@ _RESOLVED_KEYS = (
     "steps",
     "order",
     "order_seed",
+    "fingerprint_kernels",
     "confound",
     "cells",
 )
@@ -361,6 +363,11 @@ def recipe_from_resolved(
         # Runs written before order modes existed ran their cells one after the other.
         order=order_mode(where, "order", top.get("order", "sequential")),
         order_seed=order_seed(where, "order_seed", top.get("order_seed", 0)),
+        # Absent in files written before it existed. Not checked against the installed
+        # extra: re-analysis reads this file without running anything.
+        fingerprint_kernels=_boolean(
+            where, "fingerprint_kernels", top.get("fingerprint_kernels", False)
+        ),
     )
 
 

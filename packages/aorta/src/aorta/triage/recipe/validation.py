@@ -8,6 +8,7 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -62,6 +63,7 @@ _TOP_KEYS = (
     "stop_after",
     "confound",
     "cells",
+    "fingerprint_kernels",
 )
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
 _CELL_KEYS = (
@@ -556,6 +558,32 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     return value, threshold, alpha
 
 
+def invariance_installed() -> bool:
+    """Whether the optional triton-invariance package (`aorta[invariance]`) is importable."""
+    return importlib.util.find_spec("triton_invariance") is not None
+
+
+def _fingerprint_kernels(where: Where, value: object, command: CommandSpec | None) -> bool:
+    """The `fingerprint_kernels` flag: a boolean; true only with the extra installed and a
+    registered workload."""
+    if not isinstance(value, bool):
+        where.fail("fingerprint_kernels", "expected true or false", value)
+    if value and command is not None:
+        # aorta cannot look inside a command's processes: the column would claim "0 changed"
+        # without having seen a single kernel.
+        where.fail(
+            "fingerprint_kernels",
+            "not available for command workloads (aorta cannot see the kernels a command "
+            "compiles); use a registered workload",
+        )
+    if value and not invariance_installed():
+        where.fail(
+            "fingerprint_kernels",
+            "true needs the triton-invariance package: pip install 'aorta[invariance]'",
+        )
+    return value
+
+
 def _cell_list(where: Where, data: Mapping[Any, Any]) -> list[object]:
     raw = require(where, "", data, "cells")
     if not isinstance(raw, list) or not raw:
@@ -600,6 +628,9 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         seed = problems.attempt(lambda: order_seed(where, "order_seed", data["order_seed"])) or 0
     stop_after = problems.attempt(
         lambda: stop_after_failures(where, "stop_after", data.get("stop_after"))
+    )
+    fingerprint = problems.attempt(
+        lambda: _fingerprint_kernels(where, data.get("fingerprint_kernels", False), command)
     )
 
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
@@ -660,4 +691,5 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         command=command,
         order=order,
         order_seed=seed,
+        fingerprint_kernels=bool(fingerprint),
     )
