@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from aorta.atomic import create_run_dir
 from aorta.errors import AortaUsageError
@@ -25,19 +22,35 @@ from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
 from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
+from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"
 
 
 def load_file(path: Path) -> Any:
-    """A JSON or YAML file of a run directory; unreadable -> one-line `AortaUsageError`."""
+    """A JSON or YAML file of a run directory; unreadable -> one-line `AortaUsageError`.
+
+    Read with the recipe loader's guards (regular files only, size, nesting, aliases): a run
+    directory received from someone else is as untrusted as a recipe.
+    """
+    label = f"{path}: cannot read it as a triage run file"
+    raw = read_regular_file(str(path), path, what="run file")
     try:
-        text = path.read_text(encoding="utf-8")
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())  # YAML errors span lines; ours is one line
-        raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AortaUsageError(f"{label}: expected UTF-8 text ({exc.reason})") from None
+    return parse_recipe_text(label, text, json_format=path.suffix == ".json")
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    """`load_file` for files whose top level must be a mapping (valid JSON of another type is
+    refused in one line, not a traceback further on)."""
+    data = load_file(path)
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise AortaUsageError(f"{path}: <top>: expected a mapping, got a {kind}")
+    return data
 
 
 def load_run_recipe(
@@ -71,9 +84,12 @@ def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
     results = []
     for path in cell_dir(run_dir, cell.name).glob("trial_*.json"):
         try:
-            result = TrialResult.from_dict(load_file(path))
+            result = TrialResult.from_dict(load_mapping(path))
+            if not isinstance(result.trial_id, int) or isinstance(result.trial_id, bool):
+                raise TypeError(f"trial_id: expected an integer, got {result.trial_id!r:.80}")
         except (KeyError, TypeError, ValueError) as exc:
-            raise AortaUsageError(f"{path}: not a trial record aorta wrote: {exc}") from None
+            reason = " ".join(str(exc).split())[:300]
+            raise AortaUsageError(f"{path}: not a trial record aorta wrote: {reason}") from None
         if 0 <= result.trial_id < cell.trials:
             results.append(result)
     return sorted(results, key=lambda r: r.trial_id)
@@ -98,10 +114,10 @@ def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []
     host = run_dir / "host_env.json"
-    if host.exists() and load_file(host).get("partial"):
+    if host.exists() and load_mapping(host).get("partial"):
         scopes.append("host")
     for env_file in sorted((run_dir / "environments").glob("*/env.json")):
-        if load_file(env_file).get("partial"):
+        if load_mapping(env_file).get("partial"):
             scopes.append(f"environment {env_file.parent.name}")
     return tuple(scopes)
 

@@ -7,6 +7,7 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -36,6 +37,7 @@ from aorta.triage.names import (
     inline_environment_name,
     safe_name_problem,
 )
+from aorta.triage.recipe.limits import count_limit
 from aorta.triage.recipe.model import (
     INLINE_SOURCE_PACKAGE,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -52,9 +54,16 @@ _MAX_REPR = 80
 T = TypeVar("T")
 
 
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel = 2
+_BOUNDED_REPR.maxstring = _MAX_REPR
+_BOUNDED_REPR.maxother = _MAX_REPR
+
+
 def _short(value: object) -> str:
-    # repr() escapes newlines and control characters, which keeps every message on one line.
-    text = repr(value)
+    # repr() escapes newlines and control characters, which keeps every message on one line;
+    # the bounded reprlib variant never renders more than a few elements of a huge value.
+    text = _BOUNDED_REPR.repr(value)
     return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
 
 
@@ -144,6 +153,10 @@ def positive_int(where: Where, path: str, value: object) -> int:
     # bool is an int subclass in Python; `trials: yes` must not become 1 trial.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         where.fail(path, "expected a positive integer", value)
+    # Checked here, before a runner allocates per-trial state for `trials: 10**21`.
+    limit = count_limit(path.rsplit(".", 1)[-1].lstrip("-"))
+    if limit is not None and value > limit[0]:
+        where.fail(path, f"expected at most {limit[0]} (raise it with {limit[1]})", value)
     return value
 
 
