@@ -109,7 +109,7 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
     parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, dir_stamp(now))
+    run_dir = create_run_dir(parent, dir_stamp(now), root=Path(output_root))
     return run_dir, iso_stamp(now)
 
 

@@ -134,6 +134,22 @@ def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
     return archive
 
 
+def refuse_planted_symlinks(run_dir: Path) -> None:
+    """One-line `AortaUsageError` if the run directory holds a symbolic link anywhere.
+
+    aorta never writes one, so a link (`cells/<name> -> elsewhere`) was planted: resuming
+    would read and write through it.
+    """
+    for here, dirs, files in os.walk(run_dir, followlinks=False):
+        for name in (*dirs, *files):
+            entry = Path(here) / name
+            if entry.is_symlink():
+                raise AortaUsageError(
+                    f"{entry}: a symbolic link in a run directory;"
+                    " refusing to read or write through it (remove it)"
+                )
+
+
 @contextlib.contextmanager
 def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` for one triage process; a second one gets a one-line `AortaUsageError`.
@@ -146,7 +162,13 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     busy = AortaUsageError(
         f"{run_dir}: another aorta triage process is working in this run directory"
     )
-    with path.open("a") as handle:
+    try:
+        # O_NOFOLLOW: a link planted at .triage.lock must not make us create or append to
+        # the file it points to.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise AortaUsageError(f"{path}: cannot create the run lock: {exc.strerror}") from None
+    with os.fdopen(fd, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -162,6 +184,7 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
             raise busy
         try:
+            refuse_planted_symlinks(run_dir)
             yield
         finally:
             # Unlink while still holding the lock: nobody can acquire this inode meanwhile.
