@@ -135,3 +135,33 @@ def test_confound_threshold_inf_is_one_line_exit_2(
     assert "Traceback" not in err
     (line,) = err.strip().splitlines()
     assert "confound-threshold" in line and "finite" in line
+
+
+@pytest.mark.parametrize(
+    ("extra_env", "expected"),
+    [("AORTA_FSDP_LR: banana", "AORTA_FSDP_LR"), ("AORTA_FSDP_STEPS_X: '1'", "AORTA_FSDP_")],
+)
+def test_dry_run_checks_workload_parameters_like_the_real_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra_env: str, expected: str
+) -> None:
+    path = tmp_path / "fsdp.yaml"
+    path.write_text(
+        "schema_version: 1\nworkload: fsdp\ntrials: 1\nsteps: 1\ncells:\n"
+        "  - {name: ok, mitigations: [none], environment: local}\n"
+        f"  - {{name: bad, mitigations: [none], environment: local, extra_env: {{{extra_env}}}}}\n"
+    )
+    assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 2
+    line = _one_line(capsys, path)
+    assert "cells[1] (bad)" in line and expected in line
+
+
+def test_dry_run_output_redacts_secrets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text(
+        HEAD
+        + "trials: 1\nsteps: 1\n"
+        + CELLS.replace("local}", "local, extra_env: {HF_TOKEN: hunter2}}")
+    )
+    assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "HF_TOKEN=<redacted>" in out and "hunter2" not in out

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.instrumentation.redaction import redact_value
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
@@ -54,7 +55,9 @@ def _describe(recipe: Recipe) -> None:
     for cell in recipe.cells:
         env = cell.environment
         where = env.name if env.kind == "local" else f"{env.name} ({env.kind} {env.image})"
-        vars_ = " ".join(f"{k}={v}" for k, v in cell.env.items()) or "(no env vars)"
+        # Redacted like every record: dry-run output gets pasted into tickets.
+        shown = " ".join(f"{k}={redact_value(k, v)}" for k, v in cell.env.items())
+        vars_ = shown or "(no env vars)"
         click.echo(
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
             f"trials={cell.trials} steps={cell.steps} env: {vars_}"
@@ -178,6 +181,13 @@ def run_command(
             confound_threshold=confound_threshold,
             alpha=alpha,
         )
+    if dry_run:
+        import os
+
+        from aorta.triage.recipe.parameters import check_workload_parameters
+
+        # What the real run would refuse before its first trial, the dry run refuses too.
+        check_workload_parameters(recipe, os.environ)
     _describe(recipe)
     if dry_run:
         return 0
