@@ -59,6 +59,16 @@ CORPUS: list[tuple[str, bytes, str]] = [
         "steps: expected at most",
     ),
     (
+        "mitigation.yaml",
+        (
+            HEAD
+            + "trials: 1\nsteps: 1\ncells:\n  - {name: a, environment: local, mitigations: ["
+            + "x" * 300_000
+            + "]}\n"
+        ).encode(),
+        "unknown mitigation 'xxx",
+    ),
+    (
         "ticket.yaml",
         (HEAD + "ticket: " + "/" * 300_000 + "\n" + GOOD[len(HEAD) :]).encode(),
         "ticket",

@@ -117,7 +117,9 @@ class Where:
     ) -> NoReturn:
         # Keep the registry's error type (callers catch UnknownMitigationError etc.) but put
         # the file and key path in front of its one-line message.
-        exc = error(name, known)
+        # A 300 KB name is shown shortened: one line means a readable line.
+        shown = name if len(name) <= _MAX_REPR else name[: _MAX_REPR - 3] + "..."
+        exc = error(shown, known)
         exc.args = (f"{self.at(path)}: {exc}",)
         raise exc
 
