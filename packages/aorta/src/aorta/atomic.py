@@ -71,13 +71,41 @@ def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path
     return write_text_atomic(path, text, overwrite=overwrite)
 
 
-def create_run_dir(parent: Path, name: str) -> Path:
-    """Create a fresh directory `parent/name`, never reusing an existing one.
+def make_dirs_without_links(root: Path, path: Path) -> None:
+    """`mkdir -p path`, refusing (one-line `AortaUsageError`) a symbolic link below `root`.
 
-    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended.
+    Output trees live in shared directories: a link planted at `<out>/<ticket>/<workload>`
+    would make aorta write wherever it points. Each component is checked before anything is
+    created inside it; `root` itself (the user's choice) may be a link.
     """
     try:
-        parent.mkdir(parents=True, exist_ok=True)
+        parts = path.relative_to(root).parts
+    except ValueError:
+        raise AortaUsageError(f"{path} is not inside {root}") from None
+    root.mkdir(parents=True, exist_ok=True)
+    here = root
+    for part in parts:
+        here = here / part
+        with contextlib.suppress(FileExistsError):
+            here.mkdir()  # mkdir never follows a link at its last component
+        if here.is_symlink():
+            raise AortaUsageError(
+                f"{here} is a symbolic link; refusing to write through it (remove it)"
+            )
+
+
+def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path:
+    """Create a fresh directory `parent/name`, never reusing an existing one.
+
+    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended. With
+    `root`, no directory between `root` and `parent` may be a symbolic link
+    (`make_dirs_without_links`).
+    """
+    try:
+        if root is None:
+            parent.mkdir(parents=True, exist_ok=True)
+        else:
+            make_dirs_without_links(root, parent)
         for attempt in range(1000):
             candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
             try:

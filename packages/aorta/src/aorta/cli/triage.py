@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from aorta.cli.command_options import command_mapping, command_options
+from aorta.instrumentation.redaction import redact_value
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ def _describe(recipe: Recipe) -> None:
     for cell in recipe.cells:
         env = cell.environment
         where = env.name if env.kind == "local" else f"{env.name} ({env.kind} {env.image})"
-        vars_ = " ".join(f"{k}={v}" for k, v in cell.env.items()) or "(no env vars)"
+        # Redacted like every record: dry-run output gets pasted into tickets.
+        shown = " ".join(f"{k}={redact_value(k, v)}" for k, v in cell.env.items())
+        vars_ = shown or "(no env vars)"
         stop = cell.stop_after_failures
         budget = f"trials={cell.trials}" if stop is None else f"trials<={cell.trials}"
         stop_text = "" if stop is None else f" stop_after_failures={stop}"
@@ -218,6 +221,13 @@ def run_command(
             stop_after_failures=stop_after_failures,
             alpha=alpha,
         )
+    if dry_run:
+        import os
+
+        from aorta.triage.recipe.parameters import check_workload_parameters
+
+        # What the real run would refuse before its first trial, the dry run refuses too.
+        check_workload_parameters(recipe, os.environ)
     _describe(recipe)
     if dry_run:
         return 0

@@ -23,6 +23,7 @@ from aorta.atomic import write_json_atomic
 from aorta.registry.models import Environment, Mitigation
 from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
 from aorta.runner.launchers import Launcher, python_launcher
+from aorta.runner.lifetime import child_tmp_prefix, die_with_parent, remove_orphaned_child_dirs
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.resolve import ResolvedRequest, resolve_request
 
@@ -83,7 +84,8 @@ def run_trial_in_child(
     request = resolved.request
     result_path = request.trial_path(trial_id)
     log_path = request.output_dir / f"trial_{trial_id}.log"
-    with tempfile.TemporaryDirectory(prefix="aorta-child-") as tmp:
+    remove_orphaned_child_dirs()  # left by an earlier parent that was SIGKILLed
+    with tempfile.TemporaryDirectory(prefix=child_tmp_prefix()) as tmp:
         spec_path = Path(tmp) / "request.json"
         spec_path.write_text(json.dumps(_request_to_spec(request)), encoding="utf-8")
         shared = [request.output_dir.resolve(), Path(tmp).resolve()]
@@ -91,7 +93,13 @@ def run_trial_in_child(
         started_at, start = utc_timestamp(), time.perf_counter()
         with log_path.open("w", encoding="utf-8") as log:
             proc = subprocess.Popen(
-                command.argv, env=command.env, stdout=log, stderr=subprocess.STDOUT
+                command.argv,
+                env=command.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # A SIGKILLed parent takes the trial with it. The hook only calls prctl,
+                # getppid and kill; the runner starts trials from one thread.
+                preexec_fn=die_with_parent(),  # noqa: PLW1509
             )
             try:
                 returncode = proc.wait()

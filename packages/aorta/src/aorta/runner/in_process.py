@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aorta.instrumentation.environment import collect_env
+from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.environ import applied_environ
 from aorta.runner.models import Execution, Outcome, TrialResult
 from aorta.runner.outcome import classify_exception, classify_outcome
@@ -146,7 +147,8 @@ def build_trial_result(
         losses=list(outcome.losses) if outcome else [],
         wall_clock_sec=wall_clock_sec,
         started_at=started_at,
-        env_applied=dict(resolved.env),
+        # Recorded, never re-applied: a recipe's extra_env may carry a secret.
+        env_applied=redact_environ(resolved.env),
         env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
         step_clock=outcome.step_clock if outcome else None,

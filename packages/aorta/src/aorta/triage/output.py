@@ -38,6 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from aorta.instrumentation.redaction import redact_environ
 from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
@@ -110,7 +111,7 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
     parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, dir_stamp(now))
+    run_dir = create_run_dir(parent, dir_stamp(now), root=Path(output_root))
     return run_dir, iso_stamp(now)
 
 
@@ -165,8 +166,10 @@ def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[
     data["environment"] = (
         _environment_descriptor(cell, report.image_digests) if cell is not None else None
     )
-    data["env"] = dict(cell.env) if cell is not None else None
-    data["extra_env"] = dict(cell.extra_env) if cell is not None else None
+    # Redacted like every recorded environment; recipe.resolved.yaml keeps the real values
+    # because resume re-runs them.
+    data["env"] = redact_environ(cell.env) if cell is not None else None
+    data["extra_env"] = redact_environ(cell.extra_env) if cell is not None else None
     # "trials" already holds the per-trial records, hence the "effective_" prefix.
     data["effective_trials"] = cell.trials if cell is not None else None
     data["effective_steps"] = cell.steps if cell is not None else None

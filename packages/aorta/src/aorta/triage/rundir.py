@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from aorta.atomic import create_run_dir
 from aorta.errors import AortaUsageError
@@ -26,19 +23,35 @@ from aorta.timestamps import dir_stamp
 from aorta.triage.matrix import CellStats, aggregate_cell
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
 from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
+from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"
 
 
 def load_file(path: Path) -> Any:
-    """A JSON or YAML file of a run directory; unreadable -> one-line `AortaUsageError`."""
+    """A JSON or YAML file of a run directory; unreadable -> one-line `AortaUsageError`.
+
+    Read with the recipe loader's guards (regular files only, size, nesting, aliases): a run
+    directory received from someone else is as untrusted as a recipe.
+    """
+    label = f"{path}: cannot read it as a triage run file"
+    raw = read_regular_file(str(path), path, what="run file")
     try:
-        text = path.read_text(encoding="utf-8")
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())  # YAML errors span lines; ours is one line
-        raise AortaUsageError(f"{path}: cannot read it as a triage run file: {reason}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AortaUsageError(f"{label}: expected UTF-8 text ({exc.reason})") from None
+    return parse_recipe_text(label, text, json_format=path.suffix == ".json")
+
+
+def load_mapping(path: Path) -> dict[str, Any]:
+    """`load_file` for files whose top level must be a mapping (valid JSON of another type is
+    refused in one line, not a traceback further on)."""
+    data = load_file(path)
+    if not isinstance(data, dict):
+        kind = type(data).__name__
+        raise AortaUsageError(f"{path}: <top>: expected a mapping, got a {kind}")
+    return data
 
 
 def load_run_recipe(
@@ -72,9 +85,12 @@ def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
     results = []
     for path in cell_dir(run_dir, cell.name).glob("trial_*.json"):
         try:
-            result = TrialResult.from_dict(load_file(path))
+            result = TrialResult.from_dict(load_mapping(path))
+            if not isinstance(result.trial_id, int) or isinstance(result.trial_id, bool):
+                raise TypeError(f"trial_id: expected an integer, got {result.trial_id!r:.80}")
         except (KeyError, TypeError, ValueError) as exc:
-            raise AortaUsageError(f"{path}: not a trial record aorta wrote: {exc}") from None
+            reason = " ".join(str(exc).split())[:300]
+            raise AortaUsageError(f"{path}: not a trial record aorta wrote: {reason}") from None
         if 0 <= result.trial_id < cell.trials:
             results.append(result)
     return sorted(results, key=lambda r: r.trial_id)
@@ -109,10 +125,10 @@ def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []
     host = run_dir / "host_env.json"
-    if host.exists() and load_file(host).get("partial"):
+    if host.exists() and load_mapping(host).get("partial"):
         scopes.append("host")
     for env_file in sorted((run_dir / "environments").glob("*/env.json")):
-        if load_file(env_file).get("partial"):
+        if load_mapping(env_file).get("partial"):
             scopes.append(f"environment {env_file.parent.name}")
     return tuple(scopes)
 
@@ -129,6 +145,22 @@ def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
     return archive
 
 
+def refuse_planted_symlinks(run_dir: Path) -> None:
+    """One-line `AortaUsageError` if the run directory holds a symbolic link anywhere.
+
+    aorta never writes one, so a link (`cells/<name> -> elsewhere`) was planted: resuming
+    would read and write through it.
+    """
+    for here, dirs, files in os.walk(run_dir, followlinks=False):
+        for name in (*dirs, *files):
+            entry = Path(here) / name
+            if entry.is_symlink():
+                raise AortaUsageError(
+                    f"{entry}: a symbolic link in a run directory;"
+                    " refusing to read or write through it (remove it)"
+                )
+
+
 @contextlib.contextmanager
 def run_dir_lock(run_dir: Path) -> Iterator[None]:
     """Hold `run_dir` for one triage process; a second one gets a one-line `AortaUsageError`.
@@ -141,7 +173,13 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     busy = AortaUsageError(
         f"{run_dir}: another aorta triage process is working in this run directory"
     )
-    with path.open("a") as handle:
+    try:
+        # O_NOFOLLOW: a link planted at .triage.lock must not make us create or append to
+        # the file it points to.
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise AortaUsageError(f"{path}: cannot create the run lock: {exc.strerror}") from None
+    with os.fdopen(fd, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -157,6 +195,7 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
             raise busy
         try:
+            refuse_planted_symlinks(run_dir)
             yield
         finally:
             # Unlink while still holding the lock: nobody can acquire this inode meanwhile.

@@ -28,6 +28,8 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from aorta.runner.lifetime import die_with_parent
+
 _PR_SET_CHILD_SUBREAPER = 36
 _POLL_S = 0.02
 # After SIGKILL the kernel tears the processes down quickly; this bounds the wait for it.
@@ -90,6 +92,10 @@ def start_trial_process(
         stderr=subprocess.STDOUT,
         start_new_session=True,
         bufsize=0,
+        # A SIGKILLed aorta takes the command's main process with it (its own descendants are
+        # reached only while aorta lives: see `TrialProcesses`). The hook only calls prctl,
+        # getppid and kill; trials are started from one thread.
+        preexec_fn=die_with_parent(),  # noqa: PLW1509
     )
 
 

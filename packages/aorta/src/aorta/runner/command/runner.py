@@ -14,6 +14,7 @@ from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
+from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
 from aorta.runner.environ import merge_env
@@ -114,7 +115,8 @@ class CommandTrialSession:
             losses=out.losses,
             wall_clock_sec=out.wall_clock_sec,
             started_at=started_at,
-            env_applied=self.trial_env,
+            # Recorded, never re-applied: a recipe's extra_env may carry a secret.
+            env_applied=redact_environ(self.trial_env),
             env_snapshot={},
             observed={},
             execution="child_process",

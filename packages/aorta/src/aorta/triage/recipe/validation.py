@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -38,6 +39,7 @@ from aorta.triage.names import (
     inline_environment_name,
     safe_name_problem,
 )
+from aorta.triage.recipe.limits import count_limit
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
@@ -84,9 +86,16 @@ _MAX_REPR = 80
 T = TypeVar("T")
 
 
+_BOUNDED_REPR = reprlib.Repr()
+_BOUNDED_REPR.maxlevel = 2
+_BOUNDED_REPR.maxstring = _MAX_REPR
+_BOUNDED_REPR.maxother = _MAX_REPR
+
+
 def _short(value: object) -> str:
-    # repr() escapes newlines and control characters, which keeps every message on one line.
-    text = repr(value)
+    # repr() escapes newlines and control characters, which keeps every message on one line;
+    # the bounded reprlib variant never renders more than a few elements of a huge value.
+    text = _BOUNDED_REPR.repr(value)
     return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
 
 
@@ -140,7 +149,9 @@ class Where:
     ) -> NoReturn:
         # Keep the registry's error type (callers catch UnknownMitigationError etc.) but put
         # the file and key path in front of its one-line message.
-        exc = error(name, known)
+        # A 300 KB name is shown shortened: one line means a readable line.
+        shown = name if len(name) <= _MAX_REPR else name[: _MAX_REPR - 3] + "..."
+        exc = error(shown, known)
         exc.args = (f"{self.at(path)}: {exc}",)
         raise exc
 
@@ -176,6 +187,10 @@ def positive_int(where: Where, path: str, value: object) -> int:
     # bool is an int subclass in Python; `trials: yes` must not become 1 trial.
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         where.fail(path, "expected a positive integer", value)
+    # Checked here, before a runner allocates per-trial state for `trials: 10**21`.
+    limit = count_limit(path.rsplit(".", 1)[-1].lstrip("-"))
+    if limit is not None and value > limit[0]:
+        where.fail(path, f"expected at most {limit[0]} (raise it with {limit[1]})", value)
     return value
 
 
