@@ -100,12 +100,12 @@ def test_live_frames_show_cell_trial_step_eta_and_last_results(tmp_path: Path) -
     reporter.trial_finished(_result(0, passed=False, ms=2.0))
     reporter.trial_started(request, 1, 1)
     for step in range(5):
-        reporter.step(1, step, 1.0, 2.0)
+        reporter.step(1, step, 2.5 - step * 0.25, 2.0)
     clock.now += 30.0  # 15 of the 80 steps took 30 s: 65 steps to go take 130 s
     frame = _frame(reporter)
     assert "cell 1/2 baseline-local" in frame
     assert "trial 2/4" in frame
-    assert "step 5/10" in frame
+    assert "step 5/10  loss 1.5" in frame  # the running trial's last step and loss
     assert "elapsed 0:00:30" in frame
     assert "ETA 0:02:10" in frame
     assert re.search(r"baseline-local\s+1/4\s+1\s+trial 1: FAILED: non-finite loss", frame)
@@ -164,8 +164,15 @@ def test_plain_lines_when_stdout_is_not_a_terminal(tmp_path: Path) -> None:
     assert "aorta triage: 2 cell(s), 4 trial(s) to run" in lines
     trial_lines = [line for line in lines if " trial " in line and "seed=" in line]
     assert len(trial_lines) == 4  # one line per trial
-    assert trial_lines[0].startswith("[cell 1/2 none-local] trial 1/2 seed=0: passed")
-    assert trial_lines[3].startswith("[cell 2/2 plugin_fix-local] trial 2/2 seed=1: passed")
+    # Interleaved (the default): round 1 of both cells, in a shuffled order, then round 2.
+    prefixes = [line.split(": ")[0] for line in trial_lines]
+    for round_no, pair in ((1, prefixes[:2]), (2, prefixes[2:])):
+        assert sorted(pair) == [
+            f"[cell 1/2 none-local] trial {round_no}/2 seed={round_no - 1}",
+            f"[cell 2/2 plugin_fix-local] trial {round_no}/2 seed={round_no - 1}",
+        ]
+    assert all(": passed" in line for line in trial_lines)
+    assert "[cell 1/2 none-local] done: 0/2 failed" in done.stdout
     assert "[cell 2/2 plugin_fix-local] done: 0/2 failed" in done.stdout
     assert "\x1b[" not in done.stdout  # no terminal control codes in a log
 

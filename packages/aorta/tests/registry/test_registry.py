@@ -33,6 +33,25 @@ def test_builtin_mitigations_use_variables_real_libraries_read() -> None:
     assert {catalog[n].source_package for n in ("none", "tf32_off", "xnack")} == {"aorta"}
 
 
+def test_triton_mitigations_set_the_variables_the_installed_triton_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    knobs = pytest.importorskip("triton.knobs")
+    catalog = load_mitigations()
+    ieee, no_fusion = catalog["triton_fp32_ieee"], catalog["triton_no_fp_fusion"]
+    assert ieee.process_scoped and no_fusion.process_scoped
+    # Unset, Triton keeps its defaults: tf32 where supported, FMA fusion on.
+    for key in (*ieee.env, *no_fusion.env):
+        monkeypatch.delenv(key, raising=False)
+    assert knobs.language.fp32_default is None
+    assert knobs.language.fp_fusion_enabled(True) is True
+    # Set to the mitigations' values, Triton's own knobs read them.
+    for key, value in {**ieee.env, **no_fusion.env}.items():
+        monkeypatch.setenv(key, value)
+    assert knobs.language.fp32_default == "ieee"
+    assert knobs.language.fp_fusion_enabled(True) is False
+
+
 def test_builtin_local_environment() -> None:
     local = get_environment("local")
     assert local.kind == "local"

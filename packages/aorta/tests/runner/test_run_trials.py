@@ -21,6 +21,7 @@ from aorta.errors import (
 )
 from aorta.registry import Environment, Mitigation
 from aorta.runner import MitigationConflictError, RunRequest, TrialResult, merge_env, run_trials
+from aorta.runner.trials import open_trials
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -277,3 +278,48 @@ def test_only_rank_zero_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     results = run_trials(_request(tmp_path))
     assert len(results) == 2 and all(r.rank == 1 and r.world_size == 2 for r in results)
     assert not (tmp_path / "out").exists()
+
+
+def test_process_scoped_mitigation_under_torchrun_needs_the_launchers_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under torchrun a trial cannot get a fresh process: the variable must already be in the
+    # launcher's environment, or the request is refused before any trial (the cell errors).
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("AORTA_TOY_PROCESS_FLAG", raising=False)
+    request = _request(tmp_path, mitigations=("plugin_process",), trials=1)
+    with pytest.raises(
+        EnvironmentUnavailableError,
+        match=r"process-scoped mitigation plugin_process must be set by the launcher under "
+        r"torchrun \(AORTA_TOY_PROCESS_FLAG=on not in the launcher's environment\)",
+    ):
+        run_trials(request)
+    assert not (tmp_path / "out" / "trial_0.json").exists()
+    monkeypatch.setenv("AORTA_TOY_PROCESS_FLAG", "off")  # another value is no better
+    with pytest.raises(EnvironmentUnavailableError, match="must be set by the launcher"):
+        run_trials(request)
+
+    monkeypatch.setenv("AORTA_TOY_PROCESS_FLAG", "on")
+    (result,) = run_trials(request)
+    assert result.execution == "in_process" and result.observed["pid"] == os.getpid()
+    assert result.launcher_env == {"AORTA_TOY_PROCESS_FLAG": "on"}
+    saved = json.loads((tmp_path / "out" / "trial_0.json").read_text())
+    assert saved["launcher_env"] == {"AORTA_TOY_PROCESS_FLAG": "on"}
+
+
+def test_fresh_process_request_runs_every_trial_in_a_child(tmp_path: Path) -> None:
+    # Nothing in the request needs a child; asking for one gives every trial its own process
+    # (a triage matrix does so for all cells when one cell needs it, to compare like with like).
+    results = run_trials(_request(tmp_path, trials=2, fresh_process=True))
+    assert [r.execution for r in results] == ["child_process", "child_process"]
+    assert os.getpid() not in {r.observed["pid"] for r in results}
+
+
+def test_open_trials_checks_once_then_runs_trials_in_any_order(tmp_path: Path) -> None:
+    session = open_trials(_request(tmp_path, trials=3))
+    assert session.execution == "in_process"
+    assert [session.run(i).trial_id for i in (2, 0)] == [2, 0]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["trial_0.json", "trial_2.json"]
+    with pytest.raises(OutputExistsError):  # the files it wrote are results: never overwritten
+        open_trials(_request(tmp_path, trials=3))

@@ -34,6 +34,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         environment_axis=["local"],
         trials=3,
         steps=2,
+        order="sequential",  # the spec's one run_trials call per cell
     )
     return run_recipe(recipe, tmp_path).run_dir
 

@@ -341,7 +341,7 @@ def test_unknown_keys_are_named_with_allowed_list(tmp_path: Path, where: str, ke
         data["cells"][0][key] = {}
         path, allowed = (
             f"cells[0].{key}",
-            "name, mitigations, environment, trials, steps, extra_env",
+            "name, mitigations, environment, trials, steps, stop_after, extra_env",
         )
     _fails(tmp_path, data, RecipeSchemaError, f"{path}: unknown key {key!r}", allowed)
 
@@ -687,6 +687,8 @@ def test_resolved_dict_expands_everything(tmp_path: Path) -> None:
             "process_scoped": True,
         }
     ]
+    assert tf32["stop_after_failures"] is None
+    assert (resolved["order"], resolved["order_seed"]) == ("interleaved", 0)
     assert tf32["env"] == {"NVIDIA_TF32_OVERRIDE": "0", "HIPBLASLT_ALLOW_TF32": "0"}
     nightly = resolved["cells"][2]["environment"]
     assert nightly["name"] == _blake(NIGHTLY)

@@ -36,12 +36,14 @@ def _trial_files(run_dir: Path) -> dict[str, dict[int, dict[str, object]]]:
     return found
 
 
-def _interrupted_run(tmp_path: Path) -> Path:
-    """A real toy matrix run, Ctrl-C'd while its first cell is still running."""
+def _interrupted_run(tmp_path: Path, order: str = "sequential") -> Path:
+    """A real toy matrix run, Ctrl-C'd while its first cell is still running (sequential) or
+    a few rounds in (interleaved)."""
     proc = subprocess.Popen(
         [AORTA, "triage", "run", "--mode", "matrix", "--workload", "toy",
          "--mitigation-axis", "none,plugin_fix", "--environment-axis", "local",
-         "--trials", str(TRIALS), "--steps", "5", "--output-dir", str(tmp_path)],
+         "--trials", str(TRIALS), "--steps", "5", "--output-dir", str(tmp_path),
+         "--order", order],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -70,12 +72,18 @@ def test_ctrl_c_leaves_an_interrupted_matrix_and_exits_130(tmp_path: Path) -> No
     assert "Interrupted" in (run_dir / "matrix.md").read_text()
 
 
-def test_resume_after_ctrl_c_runs_each_missing_trial_once(tmp_path: Path) -> None:
-    run_dir = _interrupted_run(tmp_path)
+@pytest.mark.parametrize("order", ["sequential", "interleaved"])
+def test_resume_after_ctrl_c_runs_each_missing_trial_once(tmp_path: Path, order: str) -> None:
+    run_dir = _interrupted_run(tmp_path, order)
     before = _trial_files(run_dir)
     done_before = sorted(before.get("none-local", {}))
     assert done_before == list(range(len(done_before))) and 3 <= len(done_before) < TRIALS
-    assert "plugin_fix-local" not in before
+    if order == "sequential":
+        assert "plugin_fix-local" not in before
+    else:  # rounds: the other cell is at most one trial ahead or behind
+        other = sorted(before.get("plugin_fix-local", {}))
+        assert other == list(range(len(other))) and abs(len(other) - len(done_before)) <= 1
+    on_disk = sum(len(trials) for trials in before.values())
     mtimes = {p: p.stat().st_mtime_ns for p in (run_dir / "cells").glob("*/trial_*.json")}
 
     done = subprocess.run(
@@ -86,8 +94,8 @@ def test_resume_after_ctrl_c_runs_each_missing_trial_once(tmp_path: Path) -> Non
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    missing = 2 * TRIALS - len(done_before)
-    assert f"{missing} trial(s) to run ({len(done_before)} already on disk)" in done.stdout
+    missing = 2 * TRIALS - on_disk
+    assert f"{missing} trial(s) to run ({on_disk} already on disk)" in done.stdout
     trial_lines = [line for line in done.stdout.splitlines() if "seed=" in line]
     assert len(trial_lines) == missing  # nothing ran twice
     assert f"matrix: {run_dir / 'matrix.md'}" in done.stdout
@@ -138,6 +146,7 @@ def test_resume_reruns_an_errored_cell_and_nothing_else(
         environment_axis=["local"],
         trials=3,
         steps=2,
+        order="sequential",  # the spec's one run_trials call per cell
     )
     monkeypatch.setattr(triage_runner, "run_trials", engine_gone)
     first = run_recipe(recipe, tmp_path)

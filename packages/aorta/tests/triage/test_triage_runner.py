@@ -80,6 +80,7 @@ def _recipe(envs: list[str] | None = None, trials: int = 4) -> Recipe:
         environment_axis=envs or ["local"],
         trials=trials,
         steps=5,
+        order="sequential",  # the spec's one run_trials call per cell
     )
 
 
@@ -118,6 +119,7 @@ def test_probes_host_once_and_each_environment_before_its_first_cell(
         environment_axis=["local", "image:rocm/pytorch:nightly", "image:busybox:1"],
         trials=2,
         steps=3,
+        order="sequential",  # the spec's one run_trials call per cell
     )
     fake = FakeRunTrials({})
     _install(monkeypatch, fake)

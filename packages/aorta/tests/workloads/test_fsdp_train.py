@@ -24,7 +24,12 @@ from aorta.workloads.contract import TrialContext, WorkloadOutcome
 from aorta.workloads.fsdp.config import DIVERGENT_PRESET, DIVERGENT_PRESET_STEPS, FsdpConfig
 from aorta.workloads.fsdp.data import BRANCHES, MarkovTokens
 from aorta.workloads.fsdp.model import build_model
-from aorta.workloads.fsdp.train import launched_by_torchrun, run_trial, trial_process_group
+from aorta.workloads.fsdp.train import (
+    fp32_matmul_precision,
+    launched_by_torchrun,
+    run_trial,
+    trial_process_group,
+)
 
 CPU = {"AORTA_FSDP_DEVICE": "cpu"}
 
@@ -88,9 +93,15 @@ def test_observed_records_the_settings_inside_the_trial(monkeypatch: pytest.Monk
     assert observed["world_size"] == 1
     assert observed["process_group"] == "private"
     assert observed["torch_version"] == torch.__version__
-    assert observed["torch.backends.cuda.matmul.allow_tf32"] is False
-    assert isinstance(observed["torch.backends.cudnn.allow_tf32"], bool)
-    assert observed["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    # TF32 allowed by default, as training scripts do; the process state is put back after.
+    assert observed["torch.backends.cuda.matmul.allow_tf32"] is True
+    assert observed["torch.backends.cudnn.allow_tf32"] is True
+    assert observed["float32_matmul_precision"] == "high"
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    # A CPU has no TF32: the measured precision is IEEE float32 whatever the flags say.
+    assert observed["fp32_matmul_effective"] == "ieee"
+    assert isinstance(observed["fp32_matmul_max_rel_error"], float)
     assert observed["NVIDIA_TF32_OVERRIDE"] == "0"
     assert observed["HSA_XNACK"] is None
     assert observed["HIPBLASLT_ALLOW_TF32"] in (None, os.environ.get("HIPBLASLT_ALLOW_TF32"))
@@ -98,6 +109,29 @@ def test_observed_records_the_settings_inside_the_trial(monkeypatch: pytest.Monk
     assert isinstance(grad_norms, list)
     assert len(grad_norms) == 2
     json.dumps(observed, allow_nan=False)  # the trial JSON stays strict JSON
+
+
+def test_allow_tf32_off_asks_torch_for_highest_precision() -> None:
+    observed = run_trial(_ctx(0, 2, {"AORTA_FSDP_ALLOW_TF32": "0"})).observed
+    assert observed["config"]["allow_tf32"] is False  # type: ignore[index]
+    assert observed["float32_matmul_precision"] == "highest"
+    assert observed["torch.backends.cuda.matmul.allow_tf32"] is False
+    assert observed["torch.backends.cudnn.allow_tf32"] is False
+    assert torch.backends.cudnn.allow_tf32 is True  # restored after the trial
+
+
+def _tf32_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # What TF32 tensor cores compute: inputs cut to a 10-bit mantissa, float32 accumulation.
+    def cut(x: torch.Tensor) -> torch.Tensor:
+        return (x.view(torch.int32) & -(1 << 13)).view(torch.float32)
+
+    return cut(a) @ cut(b)
+
+
+def test_matmul_precision_probe_tells_tf32_from_ieee() -> None:
+    assert fp32_matmul_precision(torch.matmul)[0] == "ieee"
+    kind, error = fp32_matmul_precision(_tf32_matmul)
+    assert kind == "reduced" and error > 1e-4
 
 
 def test_injected_nan_fails_at_exactly_that_step() -> None:

@@ -152,10 +152,9 @@ def plan(
 
 def store_for_config(config: Mapping[str, Any], output_root: Path) -> SessionStore:
     """The session store of a plan's project (`project.state_dir`, else under the output root)."""
-    from oellm_autoexp.monitor.session_builder import state_dir_for
-    from oellm_autoexp.persistence import SessionStore
+    from oellm_autoexp.monitor.session_builder import store_for
 
-    return SessionStore(state_dir_for(config, output_root))
+    return store_for(config, output_root)
 
 
 def submit(
@@ -298,7 +297,8 @@ def _monitor(
     explicit = bool(session_ids) or job is not None
     ids = list(session_ids) if session_ids else store.ids()
     if job is not None:
-        ids = [sid for sid in ids if find_jobs([store.load(sid)], job)]
+        readable = store.load_readable(ids, lambda exc: say.warning(f"skipping: {exc}"))
+        ids = [session.session_id for session in readable if find_jobs([session], job)]
         if not ids:
             raise AutoexpUsageError(f"no job named {job!r} in the sessions in {store.state_dir}")
     with _locked_sessions(store, ids, say, explicit=explicit, active_only=not session_ids) as (
@@ -340,29 +340,50 @@ def _locked_sessions(
 ) -> Iterator[list[Session]]:
     """Lock and (re-)read the sessions; skip inactive ones and, unless explicit, locked ones."""
     from oellm_autoexp.persistence import SessionLockedError
+    from oellm_autoexp.persistence.store import SessionCorruptError
 
     with contextlib.ExitStack() as stack:
         sessions = []
+        locked: list[SessionLockedError] = []
         for sid in ids:
-            if active_only and not store.load(sid).active:
-                continue
             try:
+                if active_only and not store.load(sid).active:
+                    continue
                 stack.enter_context(store.lock(sid))
+                # Re-read under the lock: the previous holder may have written since.
+                sessions.append(store.load(sid))
             except SessionLockedError as exc:
                 if explicit:
                     raise
                 say.warning(f"skipping: {exc}")
-                continue
-            # Re-read under the lock: the previous holder may have written since.
-            sessions.append(store.load(sid))
+                locked.append(exc)
+            except SessionCorruptError as exc:
+                if explicit:
+                    raise
+                say.warning(f"skipping a corrupt session file: {exc}")
+        if not sessions and locked:  # nothing to do because another monitor has it all
+            raise locked[0]
         yield sessions
 
 
-def status(store: SessionStore, *, session_ids: Sequence[str] | None = None) -> list[JobStatus]:
-    """Every job of the sessions in `store` (or of `session_ids`), as last recorded."""
+def status(
+    store: SessionStore,
+    *,
+    session_ids: Sequence[str] | None = None,
+    reporter: Reporter | None = None,
+) -> list[JobStatus]:
+    """Every job of the sessions in `store` (or of `session_ids`), as last recorded.
+
+    A session file that cannot be read is reported (a warning) and the others are listed.
+    """
+    say = reporter or NullReporter()
     rows = []
-    for sid in list(session_ids) if session_ids else store.ids():
-        session = store.load(sid)
+    sessions = (
+        [store.load(sid) for sid in session_ids]
+        if session_ids is not None
+        else store.load_readable(store.ids(), lambda exc: say.warning(f"skipping: {exc}"))
+    )
+    for session in sessions:
         for job in session.jobs.values():
             rows.append(
                 JobStatus(

@@ -46,7 +46,7 @@ class ConfigError(AutoexpUsageError):
     ) -> None:
         self.key = key
         self.file = str(file) if file is not None else None
-        self.detail = " ".join(message.split())  # one line, whatever the source said
+        self.detail = shorten(" ".join(message.split()))  # one line, whatever the source said
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -74,6 +74,24 @@ class UnknownNameError(AutoexpUsageError, LookupError):
         listing = ", ".join(self.known) if self.known else "(none)"
         prefix = f"{key}: " if key else ""
         super().__init__(f"{prefix}unknown {kind} {name!r}{hint} (known: {listing})")
+
+
+# An error line quotes user values; a 300 KB name must not become a 300 KB line.
+MAX_MESSAGE_CHARS = 1000
+
+
+def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` as one terminal line: line breaks shown escaped, the middle cut when too long."""
+    flat = text.replace("\r", "\\r").replace("\n", "\\n")
+    return shorten(flat, limit)
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text`, or its head and tail around a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]} ...[{len(text) - 2 * keep:,} characters cut]... {text[-keep:]}"
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:

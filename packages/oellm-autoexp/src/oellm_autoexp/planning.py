@@ -311,6 +311,17 @@ def _check_monitoring(config: RootConfig) -> None:
     monitoring: Any = config.monitoring
     if monitoring is None:
         return
+    # What the monitor will load from the session, checked now (intervals, RE2 signals, ...):
+    # a mistake is a plan-time config error, not a crash after submission.
+    from oellm_autoexp.config.loader import dump_config
+    from oellm_autoexp.monitor.settings import load_settings
+
+    load_settings(
+        {
+            "monitor": dump_config(monitoring),
+            "restart_policies": [dump_config(p) for p in config.restart_policies],
+        }
+    )
     if not getattr(monitoring, "termination_str", None) and not getattr(
         monitoring, "termination_cmd", None
     ):
@@ -393,14 +404,12 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     for path, text in result.scripts.items():
         script = by_path[path]
         check_script(path, text, job_name=script.job_name, array_spec=script.array_spec)
+    _prepare_dirs(result)
     # One sync for all scripts instead of one fsync each (2,000 per-job scripts: 14 s -> 7 s here);
     # plan.json, written last and fsynced, marks a complete plan directory.
     for path, text in result.scripts.items():
-        write_text_atomic(path, text, mode=0o755, fsync=False)
+        write_text_atomic(path, text, mode=0o700, fsync=False)
     os.sync()
-    # SLURM does not create the directory of --output; a missing one kills the job at start.
-    for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
-        Path(log_dir).mkdir(parents=True, exist_ok=True)
     for name, text in result.artifacts.items():
         write_text_atomic(plan.plan_dir / name, text)
     write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
@@ -437,6 +446,25 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
             return notes
     notes.append(f"sbatch --test-only accepted {len(checked)} of {len(result.scripts)} script(s)")
     return notes
+
+
+def _prepare_dirs(result: PlanResult) -> None:
+    """Create the plan's directories; no planted symlink below the output root is followed.
+
+    plans/ (owner-only: scripts and config.yaml may hold secrets pulled in by ``${oc.env:...}``)
+    and logs/ are created here (SLURM does not create the directory of --output; a missing one
+    kills the job at start); jobs/<name> is created by the job, so it is only checked.
+    """
+    from oellm_autoexp.safe_paths import check_no_links, make_dirs_inside
+
+    plan = result.plan
+    root = plan.output_root
+    for directory in sorted({plan.plan_dir, *(path.parent for path in result.scripts)}):
+        make_dirs_inside(directory, root, mode=0o700)
+    for log_dir in sorted({job.log_path.rpartition("/")[0] for job in plan.jobs}):
+        make_dirs_inside(Path(log_dir), root)
+    for job in plan.jobs:
+        check_no_links(job.output_dir, root)
 
 
 def _json_one_item_per_line(document: dict[str, Any], key: str) -> str:

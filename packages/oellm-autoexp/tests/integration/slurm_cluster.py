@@ -188,6 +188,10 @@ def _write_conf(
         "SchedulerType=sched/backfill",
         "MpiDefault=none",
         "SwitchType=switch/none",
+        # Servers of this fixture listen on loopback only: with these, slurmctld and slurmd
+        # bind the address this host's name resolves to (SLURM's slurm_setup_addr), not
+        # INADDR_ANY; test_slurm_cluster.py checks that it is loopback here.
+        "CommunicationParameters=NoCtldInAddrAny,NoInAddrAny",
         "JobCompType=jobcomp/none",
         *accounting,
         "JobAcctGatherType=jobacct_gather/none",
@@ -367,6 +371,7 @@ def _start_accounting(
                 f"AuthInfo=socket={munge_socket}",
                 "DbdHost=localhost",
                 "DbdAddr=127.0.0.1",
+                "CommunicationParameters=NoInAddrAny",  # bind, as slurm.conf says for the others
                 f"DbdPort={dbd_port}",
                 "SlurmUser=root",
                 f"PidFile={root / 'run' / 'slurmdbd.pid'}",

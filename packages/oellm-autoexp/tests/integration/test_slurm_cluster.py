@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -50,3 +53,35 @@ def test_stop_terminates_only_the_daemons_of_its_own_cluster(tmp_path_factory: A
     assert set(procs) == {"munged", "slurmctld", "slurmd"}
     cluster.stop()
     assert all(proc.poll() is not None for proc in procs.values())
+
+
+def _listening(pids: set[int]) -> list[str]:
+    """Local addresses of the TCP/UDP sockets the processes `pids` listen on (`ss`)."""
+    out = subprocess.run(
+        ["ss", "-H", "-ltunp"], capture_output=True, text=True, check=True, timeout=10
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        owners = {int(pid) for pid in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            found.append(line.split()[4])  # Netid State Recv-Q Send-Q Local:Port Peer ...
+    return found
+
+
+def test_the_fixture_daemons_listen_on_loopback_only(tmp_path_factory: Any) -> None:
+    # Our rule: servers listen on 127.0.0.1 only (CommunicationParameters=NoInAddrAny, DbdAddr).
+    module = sys.modules["oellm_autoexp_tests_slurm_cluster"]
+    if module.missing_binaries(accounting=True) or shutil.which("ss") is None:
+        pytest.skip("SLURM with accounting, or ss, is not installed")
+    cluster = module.start_cluster(tmp_path_factory.mktemp("slurm-listen"), accounting=True)
+    try:
+        daemons = {"slurmctld", "slurmd", "slurmdbd"}
+        assert daemons <= set(cluster.processes)
+        slurm = _listening({cluster.processes[name].pid for name in daemons})
+        assert len(slurm) == 3, slurm  # each SLURM daemon listens on one TCP port
+        # ... and no process of the fixture (munged, MariaDB too) listens beyond loopback
+        addresses = _listening({p.pid for p in cluster.processes.values()})
+        exposed = [a for a in addresses if not a.startswith(("127.0.0.1:", "[::1]:"))]
+        assert exposed == [], f"listening beyond loopback: {exposed}"
+    finally:
+        cluster.stop()

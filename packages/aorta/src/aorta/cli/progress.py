@@ -128,6 +128,7 @@ class LiveReporter:
         self.index: int | None = None
         self.trial: tuple[int, int] | None = None  # (trial id, trials in the cell)
         self.step_no: int | None = None
+        self.loss: float | None = None  # of the running trial's last step
         self.started = clock()
         self.units_done = 0  # steps of this invocation's finished trials, at full budget each
         self.live: Live | None = None
@@ -179,11 +180,13 @@ class LiveReporter:
         """Show the trial now running."""
         self.trial = (trial_id, request.trials)
         self.step_no = None
+        self.loss = None
         self._refresh(force=True)
 
     def step(self, trial_id: int, step: int, loss: float | None, step_time_ms: float) -> None:
-        """Advance the step counter (redrawn at most every 0.1 s)."""
+        """Advance the step counter and show the loss (redrawn at most every 0.1 s)."""
         self.step_no = step
+        self.loss = loss
         self._refresh()
 
     def trial_finished(self, result: TrialResult) -> None:
@@ -236,6 +239,8 @@ class LiveReporter:
                 parts.append(f"trial {self.trial[0] + 1}/{self.trial[1]}")
                 if self.step_no is not None:
                     parts.append(f"step {self.step_no + 1}/{plan.steps}")
+                    if self.loss is not None:
+                        parts.append(f"loss {self.loss:.4g}")
         parts.append(f"elapsed {_clock_text(self.clock() - self.started)}")
         eta = self.eta_seconds()
         parts.append(f"ETA {_clock_text(eta) if eta is not None else '?'}")

@@ -6,13 +6,15 @@ import math
 import statistics
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from aorta.cli.command_options import command_mapping, command_options
 from aorta.registry.models import check_env_var_name
 
 if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
     from aorta.runner.models import RunRequest, TrialResult
 
 
@@ -79,8 +81,19 @@ def trial_verdict(result: TrialResult) -> str:
     return f"{verdict}, {mean}"
 
 
+def _command_spec(workload: str | None, mapping: dict[str, Any] | None) -> CommandSpec | None:
+    """The command workload of `-- CMD`, or None for --workload; exactly one is given."""
+    if (workload is None) == (mapping is None):
+        raise click.UsageError("give either --workload NAME or a command after --")
+    if mapping is None:
+        return None
+    from aorta.runner.command.spec import parse_command_spec
+
+    return parse_command_spec(mapping, where="command")
+
+
 @click.command("run")
-@click.option("--workload", "-w", required=True, help="Workload name (see the registry).")
+@click.option("--workload", "-w", help="Workload name (see the registry); or -- CMD ...")
 @click.option(
     "--mitigations",
     "-m",
@@ -118,8 +131,9 @@ def trial_verdict(result: TrialResult) -> str:
     show_default=True,
     help="Parent directory; each run gets a fresh <workload>/<timestamp>/ inside it.",
 )
+@command_options
 def run_command(
-    workload: str,
+    workload: str | None,
     mitigations: tuple[str, ...],
     environment: str,
     trials: int,
@@ -127,8 +141,15 @@ def run_command(
     seed: int,
     extra_env: dict[str, str],
     output_dir: Path,
+    step_time: str | None,
+    hang_after: float | None,
+    trial_timeout: float | None,
+    command: tuple[str, ...],
 ) -> int:
     """Run TRIALS trials of a workload and write one trial_<id>.json per trial.
+
+    Everything after `--` is a training command to run instead of a registered workload
+    (a command workload): `aorta run -n 4 --step-time jsonl -- python train.py --seed {seed}`.
 
     Exit code 0 when every trial passed, 1 when any trial failed or errored (could not
     measure; stderr says so), 2 for bad input.
@@ -139,7 +160,12 @@ def run_command(
     from aorta.runner.trials import distributed_rank
     from aorta.timestamps import dir_stamp
 
-    get_workload(workload)  # fail on a bad name before creating any directory
+    spec = _command_spec(workload, command_mapping(command, step_time, hang_after, trial_timeout))
+    if spec is not None:
+        workload = "command"
+    else:
+        assert workload is not None  # _command_spec refuses neither
+        get_workload(workload)  # fail on a bad name before creating any directory
     rank, _ = distributed_rank()
     stamp = dir_stamp(datetime.now(UTC))
     if rank == 0:
@@ -156,6 +182,7 @@ def run_command(
         trials=trials,
         steps=steps,
         seed=seed,
+        command=spec,
     )
     reporter = LineReporter(echo=rank == 0)
     reporter.say(f"aorta run: {workload} x {trials} trial(s), {steps} steps -> {run_dir}")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.cli.command_options import command_mapping, command_options
 from aorta.instrumentation.redaction import redact_value
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
@@ -50,7 +51,9 @@ def _describe(recipe: Recipe) -> None:
     click.echo(
         f"recipe: workload={recipe.workload} ticket={recipe.ticket or '_no_ticket_'} "
         f"baseline={recipe.baseline} threshold={recipe.confound.threshold} "
-        f"alpha={recipe.confound.alpha}"
+        f"order={recipe.order}"
+        + (f" (shuffle seed {recipe.order_seed})" if recipe.order == "interleaved" else "")
+        + f" alpha={recipe.confound.alpha}"
     )
     for cell in recipe.cells:
         env = cell.environment
@@ -58,9 +61,12 @@ def _describe(recipe: Recipe) -> None:
         # Redacted like every record: dry-run output gets pasted into tickets.
         shown = " ".join(f"{k}={redact_value(k, v)}" for k, v in cell.env.items())
         vars_ = shown or "(no env vars)"
+        stop = cell.stop_after_failures
+        budget = f"trials={cell.trials}" if stop is None else f"trials<={cell.trials}"
+        stop_text = "" if stop is None else f" stop_after_failures={stop}"
         click.echo(
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
-            f"trials={cell.trials} steps={cell.steps} env: {vars_}"
+            f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
 
 
@@ -79,6 +85,24 @@ def _describe(recipe: Recipe) -> None:
     "--environment-axis", help="Flag mode: comma-separated environments; image:<ref> = docker."
 )
 @click.option("--trials", type=click.IntRange(min=1), help="Flag mode: trials per cell.")
+@click.option(
+    "--order",
+    type=click.Choice(["interleaved", "sequential"]),
+    default="interleaved",
+    show_default=True,
+    help="Flag mode: interleaved runs trial k of every cell (shuffled) before trial k+1, so "
+    "machine drift hits all cells alike; sequential runs each cell's trials in one go.",
+)
+@click.option(
+    "--stop-after-failures",
+    type=click.IntRange(min=1),
+    help="Flag mode: stop a cell once K of its trials failed (with --max-trials N).",
+)
+@click.option(
+    "--max-trials",
+    type=click.IntRange(min=1),
+    help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
 @click.option("--baseline-cell", help="Flag mode: baseline cell name.")
@@ -118,6 +142,7 @@ def _describe(recipe: Recipe) -> None:
     help="live: a table redrawn in place; plain: one line per trial; auto: live on a "
     "terminal unless CI is set.",
 )
+@command_options
 def run_command(
     recipe_path: Path | None,
     resume_dir: Path | None,
@@ -126,6 +151,9 @@ def run_command(
     mitigation_axis: str | None,
     environment_axis: str | None,
     trials: int | None,
+    order: str,
+    stop_after_failures: int | None,
+    max_trials: int | None,
     steps: int,
     ticket: str | None,
     baseline_cell: str | None,
@@ -135,9 +163,16 @@ def run_command(
     dry_run: bool,
     trust_environments: bool,
     progress: ProgressMode,
+    step_time: str | None,
+    hang_after: float | None,
+    trial_timeout: float | None,
+    command: tuple[str, ...],
 ) -> int:
     """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
     interrupted run with --resume RUN_DIR.
+
+    In flag mode, everything after `--` is the training command to triage (a command
+    workload, instead of --workload): `... --trials 8 -- python train.py --seed {seed}`.
 
     Exit 0 when every cell ran, 1 when a cell or a trial errored, 2 for bad input, 130 on
     Ctrl-C (a
@@ -157,10 +192,12 @@ def run_command(
         if recipe.resolved and not dry_run:
             _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
     else:
+        trials = _trial_budget(trials, stop_after_failures, max_trials)
+        spec = command_mapping(command, step_time, hang_after, trial_timeout)
         missing = [
             flag
             for flag, value in (
-                ("--workload", workload),
+                ("--workload or -- CMD", workload if spec is None else "command"),
                 ("--mitigation-axis", mitigation_axis),
                 ("--environment-axis", environment_axis),
                 ("--trials", trials),
@@ -169,9 +206,10 @@ def run_command(
         ]
         if missing:
             raise click.UsageError(f"--mode matrix needs {', '.join(missing)}")
-        assert workload is not None and trials is not None  # for mypy: checked just above
+        assert trials is not None  # for mypy: checked just above
         recipe = recipe_from_flags(
             workload=workload,
+            command=spec,
             mitigation_axis=_split(mitigation_axis),
             environment_axis=_split(environment_axis),
             trials=trials,
@@ -179,6 +217,8 @@ def run_command(
             ticket=ticket,
             baseline_cell=baseline_cell,
             confound_threshold=confound_threshold,
+            order=order,
+            stop_after_failures=stop_after_failures,
             alpha=alpha,
         )
     if dry_run:
@@ -222,12 +262,36 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
     return 0
 
 
+def _trial_budget(
+    trials: int | None, stop_after_failures: int | None, max_trials: int | None
+) -> int | None:
+    """Trials per cell: --trials, or with --stop-after-failures the cap --max-trials."""
+    if max_trials is not None and stop_after_failures is None:
+        raise click.UsageError("--max-trials: only with --stop-after-failures K")
+    if stop_after_failures is None:
+        return trials
+    if trials is not None:
+        raise click.UsageError(
+            "--trials: with --stop-after-failures give the cap as --max-trials N instead"
+        )
+    if max_trials is None:
+        raise click.UsageError("--stop-after-failures needs --max-trials N (the most per cell)")
+    return max_trials
+
+
 # Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
     "workload",
+    "command",
+    "step_time",
+    "hang_after",
+    "trial_timeout",
     "mitigation_axis",
     "environment_axis",
     "trials",
+    "order",
+    "stop_after_failures",
+    "max_trials",
     "steps",
     "ticket",
     "baseline_cell",

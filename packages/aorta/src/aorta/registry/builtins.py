@@ -44,6 +44,39 @@ BUILTIN_MITIGATIONS: tuple[Mitigation, ...] = (
         ),
         process_scoped=True,
     ),
+    Mitigation(
+        name="triton_fp32_ieee",
+        env={
+            # Triton's `knobs.language.fp32_default` reads TRITON_F32_DEFAULT
+            # (triton/knobs.py, class language_knobs); `tl.dot` uses it as the default
+            # input_precision of float32 operands (triton/language/core.py, `dot`), where the
+            # default would otherwise be "tf32" on GPUs that support it. Read when a kernel is
+            # compiled, and compiled kernels are cached per process: fresh process.
+            "TRITON_F32_DEFAULT": "ieee",
+        },
+        description=(
+            "Full-precision float32 tl.dot in Triton kernels: TRITON_F32_DEFAULT=ieee "
+            "(triton/knobs.py, language_knobs.fp32_default; default tf32 where supported). "
+            "Read at kernel compilation, kernels are cached per process: runs in a fresh process."
+        ),
+        process_scoped=True,
+    ),
+    Mitigation(
+        name="triton_no_fp_fusion",
+        env={
+            # Triton's `knobs.language.force_disable_fp_fusion` reads
+            # TRITON_FORCE_DISABLE_FP_FUSION (triton/knobs.py, class language_knobs):
+            # `fp_fusion_enabled` then returns False whatever a kernel asks for, so no
+            # multiply-add is fused into an FMA (a different rounding).
+            "TRITON_FORCE_DISABLE_FP_FUSION": "1",
+        },
+        description=(
+            "No FMA fusion in Triton kernels: TRITON_FORCE_DISABLE_FP_FUSION=1 "
+            "(triton/knobs.py, language_knobs.force_disable_fp_fusion). Read at kernel "
+            "compilation, kernels are cached per process: runs in a fresh process."
+        ),
+        process_scoped=True,
+    ),
 )
 
 BUILTIN_ENVIRONMENTS: tuple[Environment, ...] = (

@@ -128,6 +128,7 @@ def build_trial_result(
         env_applied=redact_environ(resolved.env),
         env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
+        step_clock=outcome.step_clock if outcome else None,
         execution=execution,
         failed_at_step=outcome.failed_at_step if outcome else None,
         traceback=traceback_text,

@@ -6,10 +6,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from aorta.errors import AortaUsageError
 from aorta.registry.models import Environment, Mitigation
+
+if TYPE_CHECKING:  # the command engine is loaded only when a command workload runs
+    from aorta.runner.command.spec import CommandSpec
 
 TRIAL_SCHEMA_VERSION = 1
 
@@ -40,6 +43,14 @@ class RunRequest:
     steps: int = 10
     seed: int = 0
     trial_ids: tuple[int, ...] | None = None  # None: every trial 0..trials-1
+    # A command workload (`workload` is then only its display name, e.g. "command"): each
+    # trial runs this command, with `command_args` appended, in a fresh process group.
+    command: CommandSpec | None = None
+    command_args: tuple[str, ...] = ()
+    cell: str = ""  # the triage cell, for the command's {cell} placeholder
+    # Run every trial in a fresh child process even when nothing requires one, so that this
+    # request's timings compare with those of requests that do (a triage matrix of mixed cells).
+    fresh_process: bool = False
     # The mitigations' entries as recorded (a re-run or resumed triage run): used instead of
     # today's registry, in `mitigations` order. Empty: resolve the names through the registry.
     pinned_mitigations: tuple[Mitigation, ...] = ()
@@ -54,6 +65,9 @@ class RunRequest:
         object.__setattr__(self, "mitigations", tuple(self.mitigations))
         object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
         object.__setattr__(self, "output_dir", Path(self.output_dir))
+        object.__setattr__(self, "command_args", tuple(self.command_args))
+        if self.command_args and self.command is None:
+            raise AortaUsageError("command_args need a command workload")
         if self.trial_ids is not None:
             ids = tuple(sorted(set(self.trial_ids)))
             if len(ids) != len(self.trial_ids) or not all(0 <= i < self.trials for i in ids):
@@ -119,8 +133,16 @@ class TrialResult:
     traceback: str | None = None
     rank: int = 0
     world_size: int = 1
+    # Under torchrun: process-scoped variables the launcher already held (in effect from the
+    # start of the process, which is what makes the mitigation act there).
+    launcher_env: dict[str, str] = field(default_factory=dict)
+    # What the workload's step times measure (e.g. fsdp: "wall" or "cpu"); None: not declared.
+    step_clock: str | None = None
     schema_version: int = TRIAL_SCHEMA_VERSION
     outcome: Outcome = "passed"
+    # Command workloads only: the argv that ran, exit status, why it stopped, the first
+    # failure/error line, clock source, log and artifacts (see aorta.runner.command.runner).
+    command: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

@@ -31,6 +31,18 @@ class ResolvedRequest:
         return any(m.process_scoped for m in self.mitigations)
 
 
+def request_mitigations(request: RunRequest) -> tuple[Mitigation, ...]:
+    """The request's mitigation entries: the pinned ones when it has them (a re-run or resumed
+    triage run), else the registry's; raises `UnknownMitigationError` on a bad name."""
+    if request.pinned_mitigations:
+        return request.pinned_mitigations
+    catalog = load_mitigations()
+    unknown = [name for name in request.mitigations if name not in catalog]
+    if unknown:
+        raise UnknownMitigationError(unknown[0], list(catalog))
+    return tuple(catalog[name] for name in request.mitigations)
+
+
 def resolve_request(request: RunRequest) -> ResolvedRequest:
     """Resolve names through the registry; raises the `Unknown*Error`s on bad names.
 
@@ -42,13 +54,6 @@ def resolve_request(request: RunRequest) -> ResolvedRequest:
         if isinstance(request.environment, Environment)
         else get_environment(request.environment)
     )
-    if request.pinned_mitigations:
-        env = merge_env(request.pinned_mitigations, request.extra_env)
-        return ResolvedRequest(request, workload, request.pinned_mitigations, environment, env)
-    catalog = load_mitigations()
-    unknown = [name for name in request.mitigations if name not in catalog]
-    if unknown:
-        raise UnknownMitigationError(unknown[0], list(catalog))
-    mitigations = tuple(catalog[name] for name in request.mitigations)
+    mitigations = request_mitigations(request)
     env = merge_env(mitigations, request.extra_env)
     return ResolvedRequest(request, workload, mitigations, environment, env)

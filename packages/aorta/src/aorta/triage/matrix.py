@@ -40,6 +40,12 @@ from typing import Any
 
 from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, stats
+from aorta.triage.observed import (
+    ObservedSettings,
+    compared_settings,
+    observed_differences,
+    observed_settings,
+)
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -50,6 +56,7 @@ __all__ = [
     "aggregate_cell",
     "build_matrix",
     "error_cell",
+    "executions",
 ]
 
 DEFAULT_CONFIDENCE = 0.95
@@ -68,6 +75,8 @@ class TrialSummary:
     step_times_ms: tuple[float, ...]
     wall_clock_sec: float
     env_applied: Mapping[str, str] = field(default_factory=dict)
+    execution: str = "in_process"  # in_process / child_process
+    step_clock: str | None = None  # what its step times measure; None: not declared
     outcome: Outcome = "passed"
 
     @property
@@ -100,6 +109,22 @@ class CellStats:
     failures: tuple[str, ...] = ()
     trials: tuple[TrialSummary, ...] = ()
     error: str | None = None
+    # The settings the trials observed (see `aorta.triage.observed`); None: none recorded.
+    observed: ObservedSettings | None = None
+    # The cell's stop rule: stop once this many trials failed (`trials_requested` is the most
+    # it runs); None: it runs every requested trial.
+    stop_after_failures: int | None = None
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the cell ended at its stop rule, before running every requested trial."""
+        limit = self.stop_after_failures
+        return (
+            limit is not None
+            and self.failed_count >= limit
+            and self.trials_run < self.trials_requested
+        )
+
     error_count: int = 0  # trials with outcome `error` (not in passed/failed)
     errors: tuple[str, ...] = ()  # `trial <id>: <reason>` of each of them
 
@@ -126,6 +151,8 @@ class CellStats:
             "error": self.error,
             "trials_requested": self.trials_requested,
             "trials_run": self.trials_run,
+            "stop_after_failures": self.stop_after_failures,
+            "stopped_early": self.stopped_early,
             "passed_count": self.passed_count,
             "failed_count": self.failed_count,
             "error_count": self.error_count,
@@ -151,6 +178,8 @@ class CellStats:
                     "wall_clock_sec": _json_float(t.wall_clock_sec),
                     "mean_step_time_ms": _json_float(t.mean_step_time_ms),
                     "env_applied": dict(t.env_applied),
+                    "execution": t.execution,
+                    "step_clock": t.step_clock,
                     "step_times_ms": [_json_float(s) for s in t.step_times_ms],
                 }
                 for t in self.trials
@@ -200,7 +229,11 @@ def error_cell(name: str, reason: str, *, trials_requested: int = 0) -> CellStat
 
 
 def aggregate_cell(
-    name: str, results: Sequence[TrialResult], *, trials_requested: int
+    name: str,
+    results: Sequence[TrialResult],
+    *,
+    trials_requested: int,
+    stop_after_failures: int | None = None,
 ) -> CellStats:
     """Aggregate one cell's trial results into counts, failure rate and step-time statistics.
 
@@ -228,6 +261,8 @@ def aggregate_cell(
             step_times_ms=tuple(float(t) for t in r.step_times_ms),
             wall_clock_sec=float(r.wall_clock_sec),
             env_applied=dict(r.env_applied),
+            execution=r.execution,
+            step_clock=r.step_clock,
             outcome=r.outcome,
         )
         for r in ordered
@@ -255,6 +290,10 @@ def aggregate_cell(
         mean_wall_clock_sec=math.fsum(walls) / len(walls) if walls else None,
         failures=tuple(_failure_reason(r) for r in measured if not r.passed),
         trials=trials,
+        observed=observed_settings(
+            [r.observed for r in ordered], {key for r in ordered for key in r.env_applied}
+        ),
+        stop_after_failures=stop_after_failures,
         # Every trial errored: nothing was measured, and the row says why.
         error=None if measured else f"all {len(ordered)} trial(s) errored; first: {errors[0]}",
         error_count=len(errors),
@@ -273,6 +312,9 @@ class MatrixRow:
     nan_rate_ci: tuple[float, float] | None
     fisher_p: float | None
     step_time_ratio_ci: tuple[float, float] | None
+    # Observed settings that differ from the baseline's: () = no observable effect, None = not
+    # comparable (baseline row, errored cell, or a side that recorded no settings).
+    observed_differences: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -295,6 +337,9 @@ class MatrixRow:
                 "fisher_p": _json_float(self.fisher_p),
                 "significant": self.significant(alpha),
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
+                "observed_differences": (
+                    None if self.observed_differences is None else list(self.observed_differences)
+                ),
             }
         )
         return data
@@ -356,6 +401,48 @@ def _ratio(cell: CellStats, base: CellStats) -> float | None:
     return cell.mean_step_time_ms / base.mean_step_time_ms
 
 
+def _clock_text(clock: str | None) -> str:
+    return clock if clock is not None else "undeclared"
+
+
+def _consistency_warnings(cells: Sequence[CellStats]) -> list[str]:
+    """Cells whose step times are not the same kind of measurement cannot be compared."""
+    ran = [c for c in cells if c.error is None and c.trials]
+    found: list[str] = []
+    clocks = {c.name: sorted({_clock_text(t.step_clock) for t in c.trials}) for c in ran}
+    if len({clock for names in clocks.values() for clock in names}) > 1:
+        listed = "; ".join(f"{name}: {', '.join(kinds)}" for name, kinds in clocks.items())
+        found.append(
+            f"cells measured step time with different clocks ({listed}): their step-time "
+            "ratios compare different measurements"
+        )
+    executions = {t.execution for c in ran for t in c.trials}
+    if len(executions) > 1:
+        found.append(
+            "trials ran both in this process and in child processes: a warm parent process "
+            "and cold children do not time alike, so step-time ratios across them mislead"
+        )
+    return found
+
+
+def executions(cells: Sequence[CellStats]) -> tuple[str, ...]:
+    """How the trials of `cells` ran (`in_process`, `child_process`), sorted."""
+    return tuple(sorted({t.execution for c in cells for t in c.trials}))
+
+
+def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[float]]:
+    """Per-trial mean step times of the rounds (trial ids) both cells have one for."""
+    base_by_round = {t.trial_id: t.mean_step_time_ms for t in base.trials if t.measured}
+    cell_side: list[float] = []
+    base_side: list[float] = []
+    for trial in cell.trials:
+        base_mean = base_by_round.get(trial.trial_id)
+        if trial.measured and trial.mean_step_time_ms is not None and base_mean is not None:
+            cell_side.append(trial.mean_step_time_ms)
+            base_side.append(base_mean)
+    return cell_side, base_side
+
+
 def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
     if cell.nan_rate is None or base.nan_rate is None:
         return None
@@ -377,7 +464,7 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
             f"cell {cell.name}: {cell.error_count} trial(s) errored and are left out of its "
             f"failure rate (first: {cell.errors[0]})"
         )
-    if cell.trials_run < cell.trials_requested:
+    if cell.trials_run < cell.trials_requested and not cell.stopped_early:
         found.append(
             f"cell {cell.name} ran {cell.trials_run} of {cell.trials_requested} requested trials"
         )
@@ -429,13 +516,17 @@ def build_matrix(
     alpha: float = confound.DEFAULT_ALPHA,
     bootstrap_resamples: int = 2000,
     seed: int = 0,
+    paired: bool = False,
 ) -> Matrix:
     """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
 
     Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
     (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
     two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
-    the ratio. Errored cells keep their rows. An errored (or timing-less) baseline never aborts:
+    the ratio. With `paired` (the cells ran interleaved: trial k of every cell in round k) the
+    ratio and its interval are computed round by round over the rounds both cells ran
+    (`stats.paired_ratio`, `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their
+    rows. An errored (or timing-less) baseline never aborts:
     ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
     unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
     bugs, not run outcomes.
@@ -460,12 +551,16 @@ def build_matrix(
     elif base.mean_step_time_ms is None:
         warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")
     base_per_trial = base.per_trial_mean_step_time_ms
+    warnings.extend(_consistency_warnings(cells))
 
     rows: list[MatrixRow] = []
     for cell in cells:
         is_base = cell.name == baseline
         warnings.extend(_cell_warnings(cell, is_baseline=is_base))
         ratio = _ratio(cell, base)
+        pairs = _paired_means(cell, base) if paired and ratio is not None else None
+        if pairs is not None:
+            ratio = stats.paired_ratio(*pairs)
         nan_ci = (
             stats.wilson_interval(cell.failed_count, cell.measured_count, confidence)
             if cell.error is None and cell.measured_count > 0
@@ -480,8 +575,8 @@ def build_matrix(
                 )
             if ratio is not None:
                 ratio_ci = stats.bootstrap_ratio_interval(
-                    cell.per_trial_mean_step_time_ms,
-                    base_per_trial,
+                    *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
+                    paired=pairs is not None,
                     confidence=confidence,
                     resamples=bootstrap_resamples,
                     seed=seed,
@@ -510,10 +605,15 @@ def build_matrix(
                 nan_rate_ci=nan_ci,
                 fisher_p=fisher_p,
                 step_time_ratio_ci=ratio_ci,
+                observed_differences=(
+                    None if is_base else observed_differences(cell.observed, base.observed)
+                ),
             )
         )
 
     note = _sizing_note(rows, base, alpha)
+    notes = [note] if note is not None else []
+    notes.extend(_no_effect_note(row, base) for row in rows if row.observed_differences == ())
     return Matrix(
         baseline=baseline,
         threshold=threshold,
@@ -521,5 +621,15 @@ def build_matrix(
         alpha=alpha,
         rows=tuple(rows),
         warnings=tuple(warnings),
-        notes=(note,) if note is not None else (),
+        notes=tuple(notes),
+    )
+
+
+def _no_effect_note(row: MatrixRow, base: CellStats) -> str:
+    assert row.stats.observed is not None and base.observed is not None  # differences == ()
+    count = len(compared_settings(row.stats.observed, base.observed))
+    return (
+        f"no observable effect: cell {row.name} left every setting its trials observed "
+        f"({count} compared) identical to baseline {base.name}'s; its mitigations' variables "
+        "are probably not read here, so its row says nothing about them"
     )

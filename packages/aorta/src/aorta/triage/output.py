@@ -40,7 +40,7 @@ from typing import Any
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.instrumentation.redaction import redact_environ
 from aorta.timestamps import dir_stamp, iso_stamp
-from aorta.triage.matrix import Matrix, MatrixRow
+from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
@@ -87,6 +87,8 @@ class MatrixReport:
     interrupted: bool = False
     cells_not_run: tuple[str, ...] = ()
     resumed_at: tuple[str, ...] = ()
+    # Interleaved order: the cells of each round, in the order they ran (all attempts).
+    rounds: tuple[tuple[str, ...], ...] = ()
     # Docker environments: the digest of the image that ran, or "unresolved".
     image_digests: Mapping[str, str] = field(default_factory=dict)
 
@@ -198,6 +200,12 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         },
         "run_timestamp": report.run_timestamp,
         "resumed_at": list(report.resumed_at),
+        "order": {
+            "mode": recipe.order,
+            "seed": recipe.order_seed,
+            "rounds": [list(names) for names in report.rounds],
+        },
+        "executions": list(executions([row.stats for row in matrix.rows])),
         "trials": recipe.trials,
         "steps": recipe.steps,
         "baseline": matrix.baseline,
@@ -254,7 +262,9 @@ def _trials_text(row: MatrixRow) -> str:
     if stats.error is not None and not stats.trials_run:
         return _MISSING
     text = f"{stats.failed_count} / {stats.measured_count}"
-    if stats.trials_run < stats.trials_requested:
+    if stats.stopped_early:
+        text += f" (stopped at {stats.stop_after_failures} failures; max {stats.trials_requested})"
+    elif stats.trials_run < stats.trials_requested:
         text += f" of {stats.trials_requested}"
     if stats.error_count:
         text += f" (+{stats.error_count} error{'s' if stats.error_count > 1 else ''})"
@@ -413,7 +423,29 @@ def _header(report: MatrixReport) -> list[str]:
         f"**Run timestamp**: {report.run_timestamp}",
         *([f"**Resumed**: {', '.join(report.resumed_at)}"] if report.resumed_at else []),
         f"**Baseline cell**: {matrix.baseline} (mean step time = {base_text})",
+        f"**Order**: {_order_text(recipe)}",
+        f"**Execution**: {_execution_text(report)}",
     ]
+
+
+def _order_text(recipe: Recipe) -> str:
+    if recipe.order == "sequential":
+        return "sequential (all trials of a cell, then the next cell); ratios pool trials"
+    return (
+        f"interleaved (round k of every cell before round k+1, cells shuffled per round, "
+        f"order_seed {recipe.order_seed}); step-time ratios are paired round by round"
+    )
+
+
+def _execution_text(report: MatrixReport) -> str:
+    modes = executions([row.stats for row in report.matrix.rows])
+    if not modes:
+        return _MISSING
+    if len(modes) > 1:
+        return "mixed: some trials in this process, some in fresh child processes (see warnings)"
+    if modes[0] == "child_process":
+        return "every trial in a fresh child process"
+    return "every trial in this process"
 
 
 def _notes(report: MatrixReport) -> list[str]:

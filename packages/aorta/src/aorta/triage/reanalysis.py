@@ -16,11 +16,12 @@ from pathlib import Path
 from aorta.errors import AortaUsageError
 from aorta.timestamps import iso_stamp
 from aorta.triage.confound import alpha_problem, threshold_problem
-from aorta.triage.matrix import CellStats, aggregate_cell, error_cell
+from aorta.triage.matrix import CellStats, error_cell
 from aorta.triage.output import MatrixReport, write_report
 from aorta.triage.recipe import Cell, build_recipe_matrix
 from aorta.triage.rundir import (
     archive_matrix,
+    cell_stats,
     image_digests,
     load_run_recipe,
     partial_scopes,
@@ -37,7 +38,7 @@ def _cell_stats(run_dir: Path, cell: Cell, previous_errors: Mapping[str, str]) -
     if not results:
         reason = previous_errors.get(cell.name, NO_TRIALS)
         return error_cell(cell.name, reason, trials_requested=cell.trials)
-    return aggregate_cell(cell.name, results, trials_requested=cell.trials)
+    return cell_stats(cell, results)
 
 
 def reanalyze(
@@ -76,6 +77,7 @@ def reanalyze(
             interrupted=bool(previous.get("interrupted")),
             cells_not_run=not_run,
             resumed_at=tuple(previous.get("resumed_at", ())),
+            rounds=tuple(tuple(names) for names in previous.get("order", {}).get("rounds", ())),
             image_digests=image_digests(run_dir),
         )
         write_report(report)

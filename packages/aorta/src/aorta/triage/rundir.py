@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from aorta.atomic import create_run_dir
 from aorta.errors import AortaUsageError
 from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
+from aorta.triage.matrix import CellStats, aggregate_cell
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
 from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
 from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
@@ -93,6 +94,16 @@ def trials_on_disk(run_dir: Path, cell: Cell) -> list[TrialResult]:
         if 0 <= result.trial_id < cell.trials:
             results.append(result)
     return sorted(results, key=lambda r: r.trial_id)
+
+
+def cell_stats(cell: Cell, results: Sequence[TrialResult]) -> CellStats:
+    """Aggregate a recipe cell's trials with its trial budget and stop rule."""
+    return aggregate_cell(
+        cell.name,
+        results,
+        trials_requested=cell.trials,
+        stop_after_failures=cell.stop_after_failures,
+    )
 
 
 IMAGE_FILE = "image.json"

@@ -26,9 +26,9 @@ from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.runner.trials import distributed_rank, run_trials
+from aorta.runner.trials import TrialSessionLike, distributed_rank, open_trials, run_trials
 from aorta.timestamps import iso_stamp
-from aorta.triage.matrix import CellStats, aggregate_cell, error_cell
+from aorta.triage.matrix import CellStats, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
 from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
@@ -36,6 +36,7 @@ from aorta.triage.rundir import (
     IMAGE_FILE,
     RESOLVED_NAME,
     archive_matrix,
+    cell_stats,
     image_digests,
     load_run_recipe,
     partial_scopes,
@@ -43,6 +44,7 @@ from aorta.triage.rundir import (
     run_dir_lock,
     trials_on_disk,
 )
+from aorta.triage.schedule import round_order
 
 # Injected by tests that need a specific probe outcome; the real probe by default.
 Probe = Callable[..., EnvSnapshot]
@@ -63,13 +65,16 @@ class _Session:
     probed: set[str]  # environments with an env.json already
     earlier: dict[str, list[TrialResult]]  # trials on disk before this invocation, per cell
     resumed_at: tuple[str, ...] = ()
+    earlier_rounds: tuple[tuple[str, ...], ...] = ()  # interleaved rounds of earlier attempts
     digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
 
 
-def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]) -> RunRequest:
+def _request(
+    session: _Session, cell: Cell, trial_ids: Sequence[int], *, fresh_process: bool
+) -> RunRequest:
     return RunRequest(
-        workload=recipe.workload,
-        output_dir=cell_dir(run_dir, cell.name),
+        workload=session.recipe.workload,
+        output_dir=cell_dir(session.run_dir, cell.name),
         mitigations=cell.mitigations,
         environment=cell.environment,
         extra_env=cell.extra_env,
@@ -78,6 +83,10 @@ def _request(recipe: Recipe, cell: Cell, run_dir: Path, trial_ids: Sequence[int]
         # A fresh cell asks for every trial (the request reads as the spec's); a resumed one
         # for the ids that are missing.
         trial_ids=None if len(trial_ids) == cell.trials else tuple(trial_ids),
+        command=session.recipe.command,
+        command_args=cell.command_args,
+        cell=cell.name,
+        fresh_process=fresh_process,
         # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
         pinned_mitigations=cell.mitigation_entries,
     )
@@ -88,6 +97,8 @@ def _plan(recipe: Recipe, earlier: dict[str, list[TrialResult]]) -> list[CellPla
     for cell in recipe.cells:
         done = {r.trial_id for r in earlier.get(cell.name, ())}
         missing = tuple(i for i in range(cell.trials) if i not in done)
+        if _stopped(cell, earlier.get(cell.name, ())):
+            missing = ()  # an earlier attempt already reached the cell's stop rule
         plans.append(CellPlan(cell.name, cell.trials, cell.steps, missing))
     return plans
 
@@ -107,22 +118,30 @@ def _write_error_file(session: _Session, cell: Cell, reason: str, trace: str | N
     write_text_atomic(path, text, overwrite=True)  # a resume may error again
 
 
-def _run_cell(session: _Session, cell: Cell, plan: CellPlan) -> CellStats:
-    earlier = session.earlier.get(cell.name, [])
-    if not plan.to_run:
-        return aggregate_cell(cell.name, earlier, trials_requested=cell.trials)
-    request = _request(session.recipe, cell, session.run_dir, plan.to_run)
-    try:
-        results = run_trials(request, session.reporter)
-    except AortaError as exc:  # environment unavailable, bad workload parameter, ...
-        _write_error_file(session, cell, str(exc), None)
-        return error_cell(cell.name, str(exc), trials_requested=cell.trials)
-    everything = [*earlier, *results]
-    stats = aggregate_cell(cell.name, everything, trials_requested=cell.trials)
-    if stats.error is not None:  # every trial errored
-        trace = next((r.traceback for r in everything if r.errored and r.traceback), None)
-        _write_error_file(session, cell, stats.error, trace)
-    return stats
+def _stopped(cell: Cell, results: Sequence[TrialResult]) -> bool:
+    """Whether the cell's `stop_after` rule is met: enough of its trials failed."""
+    limit = cell.stop_after_failures
+    return limit is not None and sum(1 for r in results if r.outcome == "failed") >= limit
+
+
+@dataclass
+class _CellRun:
+    """One cell's progress in this invocation."""
+
+    index: int
+    cell: Cell
+    plan: CellPlan
+    results: list[TrialResult]  # earlier attempts' trials, then this invocation's
+    pending: list[int]  # trial ids still to run, ascending
+    trials: TrialSessionLike | None = None
+    error: str | None = None
+    started: bool = False
+    done: bool = False
+
+    def stats(self) -> CellStats:
+        if self.error is not None:
+            return error_cell(self.cell.name, self.error, trials_requested=self.cell.trials)
+        return cell_stats(self.cell, self.results)
 
 
 def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> None:
@@ -133,6 +152,121 @@ def _probe_environment(session: _Session, env_name: str, partial: list[str]) -> 
     session.probed.add(env_name)
     if snapshot.partial:
         partial.append(f"environment {env_name}")
+
+
+class _Scheduler:
+    """Runs the cells' trials in the recipe's order and keeps every cell's state.
+
+    `sequential`: each cell in turn, as one `run_trials` call (the spec's nested loop; trial by
+    trial when the cell has a stop rule). `interleaved`: round k of every cell before round
+    k+1, cells shuffled per round (`aorta.triage.schedule`), one `open_trials` session per cell
+    so that a round costs no more set-up than one trial. When any cell needs child processes,
+    every cell runs its trials in child processes (`RunRequest.fresh_process`): a warm parent
+    process is never compared with cold children.
+    """
+
+    def __init__(self, session: _Session, partial: list[str]) -> None:
+        self.session = session
+        self.partial = partial
+        recipe = session.recipe
+        plans = _plan(recipe, session.earlier)
+        self.runs = [
+            _CellRun(
+                index=i,
+                cell=cell,
+                plan=plan,
+                results=list(session.earlier.get(cell.name, [])),
+                pending=list(plan.to_run),
+            )
+            for i, (cell, plan) in enumerate(zip(recipe.cells, plans, strict=True))
+        ]
+        self.fresh_process = any(cell.needs_fresh_process for cell in recipe.cells)
+        self.rounds: list[list[str]] = []
+
+    def _start(self, run: _CellRun, *, whole_cell: bool) -> None:
+        """Probe the cell's environment if new and (unless `whole_cell`) open its session."""
+        session, cell = self.session, run.cell
+        run.started = True
+        env_name = cell.environment.name
+        if session.writer and run.pending and env_name not in session.probed:
+            _probe_environment(session, env_name, self.partial)
+        if whole_cell or not run.pending:
+            return
+        request = _request(session, cell, run.pending, fresh_process=self.fresh_process)
+        try:
+            run.trials = open_trials(request, session.reporter)
+        except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+            run.error = str(exc)
+
+    def _finish(self, run: _CellRun) -> None:
+        run.done = True
+        session, stats = self.session, run.stats()
+        if run.error is not None:  # the cell could not run at all
+            _write_error_file(session, run.cell, run.error, None)
+        elif stats.error is not None:  # every trial errored
+            trace = next((r.traceback for r in run.results if r.errored and r.traceback), None)
+            _write_error_file(session, run.cell, stats.error, trace)
+        if session.writer and run.plan.to_run and run.error is None:
+            _record_image_digest(session, run.cell)
+        session.reporter.cell_finished(run.index, stats)
+
+    def _run_one(self, run: _CellRun, trial_id: int) -> None:
+        assert run.trials is not None  # opened by _start
+        run.pending.remove(trial_id)
+        run.results.append(run.trials.run(trial_id))
+        if _stopped(run.cell, run.results):
+            run.pending.clear()
+
+    def sequential(self) -> None:
+        """Every cell in turn, in recipe order."""
+        for run in self.runs:
+            whole = run.cell.stop_after_failures is None
+            self._start(run, whole_cell=whole)
+            self.session.reporter.cell_started(run.index)
+            if whole and run.pending:
+                request = _request(
+                    self.session, run.cell, run.pending, fresh_process=self.fresh_process
+                )
+                try:
+                    run.results.extend(run_trials(request, self.session.reporter))
+                except AortaError as exc:
+                    run.error = str(exc)
+                run.pending.clear()
+            while run.error is None and run.pending:
+                self._run_one(run, run.pending[0])
+            self._finish(run)
+
+    def interleaved(self) -> None:
+        """Round k of every cell before round k+1; a cell leaves once it is done."""
+        names = [run.cell.name for run in self.runs]
+        by_name = {run.cell.name: run for run in self.runs}
+        for run in self.runs:
+            if not run.pending:  # everything on disk already (a resume): report it as done
+                self._start(run, whole_cell=True)
+                self.session.reporter.cell_started(run.index)
+                self._finish(run)
+        rounds = max((run.cell.trials for run in self.runs), default=0)
+        for k in range(rounds):
+            ran: list[str] = []
+            self.rounds.append(ran)
+            for name in round_order(self.session.recipe.order_seed, k, names):
+                run = by_name[name]
+                if run.done or k not in run.pending:
+                    continue
+                if not run.started:
+                    self._start(run, whole_cell=False)
+                self.session.reporter.cell_started(run.index)
+                if run.error is None:
+                    self._run_one(run, k)
+                    ran.append(name)
+                if run.error is not None or not run.pending:
+                    self._finish(run)
+
+    def interrupted(self) -> None:
+        """After Ctrl-C or a crash: take the trials a cell in progress left on disk."""
+        for run in self.runs:
+            if run.started and not run.done and self.session.writer:
+                run.results = trials_on_disk(self.session.run_dir, run.cell)
 
 
 def _record_image_digest(session: _Session, cell: Cell) -> None:
@@ -146,53 +280,31 @@ def _record_image_digest(session: _Session, cell: Cell) -> None:
     write_json_atomic(path, {"image": env.image, "digest": digest}, overwrite=True)
 
 
-def _finish_interrupted(session: _Session, cell: Cell) -> CellStats | None:
-    """What the cell Ctrl-C hit finished: its trial files on disk are complete."""
-    if not session.writer:
-        results = session.earlier.get(cell.name, [])
-    else:
-        results = trials_on_disk(session.run_dir, cell)
-    if not results:
-        return None
-    return aggregate_cell(cell.name, results, trials_requested=cell.trials)
-
-
 def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
     recipe = session.recipe
-    plans = _plan(recipe, session.earlier)
-    session.reporter.matrix_started(plans)
-    stats: dict[str, CellStats] = {}
+    scheduler = _Scheduler(session, partial)
+    session.reporter.matrix_started([run.plan for run in scheduler.runs])
     stopped: BaseException | None = None
     try:
-        for index, (cell, plan) in enumerate(zip(recipe.cells, plans, strict=True)):
-            env_name = cell.environment.name
-            if session.writer and plan.to_run and env_name not in session.probed:
-                _probe_environment(session, env_name, partial)
-            session.reporter.cell_started(index)
-            stats[cell.name] = _run_cell(session, cell, plan)
-            if session.writer and plan.to_run:
-                _record_image_digest(session, cell)
-            session.reporter.cell_finished(index, stats[cell.name])
+        if recipe.order == "sequential":
+            scheduler.sequential()
+        else:
+            scheduler.interleaved()
     except (KeyboardInterrupt, Exception) as exc:
         # Ctrl-C, or a crash of the runner itself (workload errors are failed trials and
         # environment errors are error cells, so this is a bug or e.g. a full disk): either
         # way the trials that finished are written into a matrix before it surfaces.
         stopped = exc
-        current = next((c for c in recipe.cells if c.name not in stats), None)
-        finished = current and _finish_interrupted(session, current)
-        if current and finished:
-            stats[current.name] = finished
-    not_run = tuple(c.name for c in recipe.cells if c.name not in stats)
-    for cell in recipe.cells:
-        if cell.name in not_run:
-            earlier = session.earlier.get(cell.name)
-            stats[cell.name] = (
-                aggregate_cell(cell.name, earlier, trials_requested=cell.trials)
-                if earlier
-                else error_cell(cell.name, NOT_RUN, trials_requested=cell.trials)
-            )
-    ordered = [stats[c.name] for c in recipe.cells]
-    matrix = build_recipe_matrix(recipe, ordered)
+        scheduler.interrupted()
+    stats: list[CellStats] = []
+    not_run: list[str] = []
+    for run in scheduler.runs:
+        if run.done or run.error is not None or run.results:
+            stats.append(run.stats())
+        else:
+            not_run.append(run.cell.name)
+            stats.append(error_cell(run.cell.name, NOT_RUN, trials_requested=run.cell.trials))
+    matrix = build_recipe_matrix(recipe, stats)
     report = MatrixReport(
         recipe=recipe,
         matrix=matrix,
@@ -200,8 +312,9 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         run_timestamp=session.run_timestamp,
         partial_scopes=tuple(partial),
         interrupted=stopped is not None,
-        cells_not_run=not_run,
+        cells_not_run=tuple(not_run),
         resumed_at=session.resumed_at,
+        rounds=(*session.earlier_rounds, *(tuple(r) for r in scheduler.rounds if r)),
         image_digests=dict(session.digests),
     )
     if session.writer:
@@ -300,6 +413,9 @@ def resume_run(
             probed={p.parent.name for p in (run_dir / "environments").glob("*/env.json")},
             earlier={cell.name: trials_on_disk(run_dir, cell) for cell in recipe.cells},
             resumed_at=(*previous.get("resumed_at", ()), iso_stamp(moment)),
+            earlier_rounds=tuple(
+                tuple(names) for names in previous.get("order", {}).get("rounds", ())
+            ),
             digests=image_digests(run_dir),
         )
 

@@ -4,7 +4,8 @@ Every matrix cell reports
 
 - a 95 % Wilson interval for its failure rate (`wilson_interval`),
 - a two-sided Fisher exact p-value of its failures against the baseline's (`fisher_p_value`),
-- a bootstrap 95 % interval of its step-time ratio to the baseline (`bootstrap_ratio_interval`),
+- a bootstrap 95 % interval of its step-time ratio to the baseline (`bootstrap_ratio_interval`;
+  resampling rounds, `paired`, when the cells ran interleaved),
 
 and, when no cell differs significantly from the baseline, the matrix says how many trials per cell
 would detect the observed difference (`trials_needed`).
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 __all__ = [
     "bootstrap_ratio_interval",
     "fisher_p_value",
+    "paired_ratio",
     "trials_needed",
     "wilson_interval",
 ]
@@ -84,33 +86,45 @@ def bootstrap_ratio_interval(
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
+    paired: bool = False,
 ) -> tuple[float, float] | None:
     """Percentile bootstrap interval of `mean(cell_times) / mean(baseline_times)`.
 
-    The two samples are resampled independently (they come from different cells), `resamples`
-    times, with a numpy generator seeded by `seed`, so the same inputs and seed always give the
-    same interval. The percentile method (not BCa) because BCa is undefined for degenerate samples
-    (e.g. identical step times, common with a coarse timer), while percentile then just returns
-    the point ratio for both bounds.
+    Unpaired, the two samples are resampled independently (they come from different cells).
+    `paired` (interleaved order: the sequences align round by round) resamples whole rounds,
+    the two values of a round together: drift moves both values of a pair alike, so the
+    interval measures how much the ratio varies from round to round, not how much the machine
+    drifted between cells; the statistic is then `paired_ratio`. `resamples` draws from a numpy
+    generator seeded by `seed`, so the same inputs and seed always give the same interval. The
+    percentile method (not BCa) because BCa is undefined for degenerate samples (e.g. identical
+    step times, common with a coarse timer), while percentile then just returns the point
+    ratio for both bounds.
 
-    Returns None when either side has fewer than 2 finite samples (nothing to resample) or the
-    baseline mean is not positive (the ratio is undefined). Non-finite samples are ignored.
+    Returns None when either side has fewer than 2 finite samples (pairs, when paired) or the
+    baseline mean is not positive (the ratio is undefined). Non-finite samples are ignored
+    (when paired, with their partner).
     """
     _check_confidence(confidence)
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
     import numpy as np
 
-    cell = np.asarray([t for t in cell_times if math.isfinite(t)], dtype=np.float64)
-    base = np.asarray([t for t in baseline_times if math.isfinite(t)], dtype=np.float64)
-    if cell.size < 2 or base.size < 2 or float(base.mean()) <= 0.0:
-        return None
-
     rng = np.random.default_rng(seed)
-    # One (resamples x n) index draw per side: vectorised, and memory stays small because the
-    # matrix passes per-trial means (a few dozen values), not every step time.
-    cell_means = cell[rng.integers(0, cell.size, size=(resamples, cell.size))].mean(axis=1)
-    base_means = base[rng.integers(0, base.size, size=(resamples, base.size))].mean(axis=1)
+    if paired:
+        pairs = np.asarray(_finite_pairs(cell_times, baseline_times), dtype=np.float64)
+        if len(pairs) < 2 or float(pairs[:, 1].sum()) <= 0.0:
+            return None
+        picks = pairs[rng.integers(0, len(pairs), size=(resamples, len(pairs)))].mean(axis=1)
+        cell_means, base_means = picks[:, 0], picks[:, 1]
+    else:
+        cell = np.asarray([t for t in cell_times if math.isfinite(t)], dtype=np.float64)
+        base = np.asarray([t for t in baseline_times if math.isfinite(t)], dtype=np.float64)
+        if cell.size < 2 or base.size < 2 or float(base.mean()) <= 0.0:
+            return None
+        # One (resamples x n) index draw per side: vectorised, and memory stays small because
+        # the matrix passes per-trial means (a few dozen values), not every step time.
+        cell_means = cell[rng.integers(0, cell.size, size=(resamples, cell.size))].mean(axis=1)
+        base_means = base[rng.integers(0, base.size, size=(resamples, base.size))].mean(axis=1)
     # A resample of a positive-mean sample can still average <= 0 only if it holds non-positive
     # values; drop those draws rather than divide by zero.
     valid = base_means > 0.0
@@ -120,6 +134,34 @@ def bootstrap_ratio_interval(
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def paired_ratio(cell_times: Sequence[float], baseline_times: Sequence[float]) -> float | None:
+    """`sum(cell) / sum(baseline)` over paired rounds (the two sequences align round by round).
+
+    The ratio of the rounds' means: a round in which the whole machine was slow weighs on both
+    sides alike. None without a pair or with a non-positive baseline sum. Pairs with a
+    non-finite value on either side are dropped.
+    """
+    pairs = _finite_pairs(cell_times, baseline_times)
+    base = math.fsum(b for _, b in pairs)
+    if not pairs or base <= 0.0:
+        return None
+    return math.fsum(c for c, _ in pairs) / base
+
+
+def _finite_pairs(
+    cell_times: Sequence[float], baseline_times: Sequence[float]
+) -> list[tuple[float, float]]:
+    if len(cell_times) != len(baseline_times):
+        raise ValueError(
+            f"paired samples need equal lengths, got {len(cell_times)} and {len(baseline_times)}"
+        )
+    return [
+        (float(c), float(b))
+        for c, b in zip(cell_times, baseline_times, strict=True)
+        if math.isfinite(c) and math.isfinite(b)
+    ]
 
 
 def trials_needed(

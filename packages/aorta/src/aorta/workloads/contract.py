@@ -63,6 +63,9 @@ class WorkloadOutcome:
     error: str | None = None
     # Settings observed inside the trial (e.g. torch's TF32 flags), proving a mitigation acted.
     observed: dict[str, object] = field(default_factory=dict)
+    # What `step_times_ms` measure, e.g. "wall" (elapsed time) or "cpu" (process CPU time):
+    # recorded per trial; the triage matrix warns when cells compared different clocks.
+    step_clock: str | None = None
 
 
 class TrialFailure(Exception):  # noqa: N818  # names the outcome, as the contract does

@@ -15,6 +15,7 @@ shell-quotes every element, so values never reach a shell unquoted.
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,14 +44,31 @@ class CommandBackendConfig(BackendConfig):
 def template_fields(template: str) -> list[str]:
     """The field names a `str.format` template references (``"{lr}-{name}"`` -> lr, name).
 
-    Raises ValueError for a malformed template (unbalanced braces).
+    Raises ValueError for a malformed template (unbalanced braces), a positional field, an
+    attribute or index access (``{name.__class__}`` reaches Python objects; fields are plain
+    names), a nested ``{...}`` inside a format spec, and a width or precision above
+    MAX_FORMAT_WIDTH (``{lr:>1500000000}`` would allocate gigabytes).
     """
+    from oellm_autoexp.limits import limit, limit_hint
+
     names = []
-    for _, name, _, _ in string.Formatter().parse(template):
-        if name is not None:
-            if name == "" or name.isdigit():
-                raise ValueError("positional fields ({} or {0}) are not allowed; name the field")
-            names.append(name.split(".")[0].split("[")[0])
+    widest = limit("MAX_FORMAT_WIDTH")
+    for _, name, spec, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if name == "" or name.isdigit():
+            raise ValueError("positional fields ({} or {0}) are not allowed; name the field")
+        if "." in name or "[" in name:
+            raise ValueError(
+                f"{{{name}}}: attribute and index access are not allowed; use a plain field name"
+            )
+        if spec and "{" in spec:
+            raise ValueError(f"{{{name}:{spec}}}: nested fields in a format spec are not allowed")
+        if spec and any(int(n) > widest for n in re.findall(r"\d+", spec)):
+            raise ValueError(
+                f"{{{name}:{spec}}}: width or precision above the {limit_hint('MAX_FORMAT_WIDTH')}"
+            )
+        names.append(name)
     return names
 
 

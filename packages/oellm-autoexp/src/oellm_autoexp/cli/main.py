@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from oellm_autoexp.cli.monitor import register_commands
-from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError
+from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError, one_line
 
 if TYPE_CHECKING:
     from oellm_autoexp.planning import PlanResult
@@ -283,10 +283,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:  # --help, --version
         return exc.exit_code
-    except click.ClickException as exc:  # bad flags: click's own message, exit 2
-        exc.show()
+    except click.UsageError as exc:  # a bad flag or value: one line, not click's usage block
+        hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+        click.echo(f"oellm-autoexp: error: {one_line(exc.format_message())}{hint}", err=True)
+        return EXIT_USAGE
+    except click.ClickException as exc:
+        click.echo(f"oellm-autoexp: error: {one_line(exc.format_message())}", err=True)
         return EXIT_USAGE
     except AutoexpError as exc:
-        click.echo(f"oellm-autoexp: error: {exc}", err=True)
+        click.echo(f"oellm-autoexp: error: {one_line(str(exc))}", err=True)
         return exc.exit_code
     return result if isinstance(result, int) else EXIT_OK

@@ -281,8 +281,13 @@ def status_command(
     from oellm_autoexp import api
     from oellm_autoexp.provenance import provenance_path
 
-    _print_status(api.status(store, session_ids=ids))
-    sessions = [store.load(sid) for sid in ids]
+    # A corrupt session file is reported once (stderr) and the healthy ones are shown.
+    sessions = (
+        [store.load(sid) for sid in ids]
+        if session_id
+        else store.load_readable(ids, lambda exc: click.echo(f"skipping: {exc}", err=True))
+    )
+    _print_status(api.status(store, session_ids=[s.session_id for s in sessions]))
     for session in sessions:  # where each session's plan came from
         record = provenance_path(session.plan)
         if record is not None:

@@ -14,6 +14,7 @@ import importlib
 import importlib.util
 import logging
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,8 +23,17 @@ from typing import Any
 import yaml
 
 from oellm_autoexp.config.schema import RootConfig
-from oellm_autoexp.config.yaml_text import check_tree, load_text
-from oellm_autoexp.errors import ConfigError, closest
+from oellm_autoexp.config.yaml_text import (
+    check_tree,
+    load_text,
+    read_config_text,
+    tree_yaml_files,
+    yaml_error,
+)
+from oellm_autoexp.errors import ConfigError, closest, one_line
+
+log = logging.getLogger(__name__)
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # tab is fine in a value
 
 # Modules whose import registers implementations with compoconf. Optional ones are skipped
 # when absent; none of them may import torch/megatron at module level.
@@ -74,10 +84,17 @@ def load_config(
     from oellm_autoexp.config.resolvers import register_resolvers
 
     register_resolvers()
+    for override in overrides:
+        if _CONTROL.search(override):
+            raise ConfigError(
+                f"override {one_line(repr(override))} contains a control character (newline, "
+                "NUL, ...); no config value can carry one",
+                file=str(ref),
+            )
     path = Path(ref)
     looks_like_path = path.suffix in (".yaml", ".yml") or path.is_file() or "/" in str(ref)
     if looks_like_path:
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"config file not found: {path}")
         raw = read_yaml(path)
         if isinstance(raw, dict) and "defaults" in raw:
@@ -94,23 +111,11 @@ def load_config(
 
 def read_yaml(path: Path) -> Any:
     """Read one YAML file; a syntax error is one line naming file, line and column."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror or exc}", file=path) from None
+    text = read_config_text(path)
     try:
         return load_text(text)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        detail = exc.problem or exc.context or "syntax error"
-        start = exc.context_mark
-        if exc.problem and exc.context and start is not None and start is not mark:
-            # e.g. an unclosed quote: the problem is found at the end, the cause is where it began
-            detail += f" ({exc.context} started at line {start.line + 1})"
-        raise ConfigError(f"malformed YAML: {detail}", file=where) from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"malformed YAML: {exc}", file=path) from None
+        raise yaml_error(exc, path) from None
 
 
 def _resolve_plain(raw: Any, overrides: Sequence[str], *, source: str) -> dict[str, Any]:
@@ -232,20 +237,26 @@ def _compose(
             file=f"{path}:{line}",
         )
     try:
-        with initialize_config_dir(config_dir=str(directory), version_base=None):
-            cfg = compose(config_name=name, overrides=list(overrides))
+        # Hydra's UserWarnings (file, line and source on stderr) become one log line each, and
+        # none at all when composition fails: then the error is what the user needs to see.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with initialize_config_dir(config_dir=str(directory), version_base=None):
+                cfg = compose(config_name=name, overrides=list(overrides))
         data = _resolve_with_derived(cfg, source=source)
     except (HydraException, OmegaConfBaseException, yaml.YAMLError, ValueError) as exc:
         _raise_malformed_yaml_in(directory)
         if isinstance(exc, OmegaConfBaseException) and getattr(exc, "full_key", None):
             raise _omegaconf_error(exc, source) from None
         raise ConfigError(_hydra_message(exc), file=source) from None
+    for warning in caught:
+        log.warning("%s: warning: %s", source, one_line(_first_line(warning.message)))
     return _flatten(data, source=source)
 
 
 def _raise_malformed_yaml_in(directory: Path) -> None:
     """When composition failed, name the malformed YAML file and line if there is one."""
-    for candidate in sorted(directory.rglob("*.yaml")):
+    for candidate in tree_yaml_files(directory):
         read_yaml(candidate)
 
 

@@ -9,11 +9,18 @@ the unquoted ones in a config tree to report them before they are misread.
 
 from __future__ import annotations
 
+import math
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.limits import limit, limit_hint
+from oellm_autoexp.safe_paths import read_regular_text
 
 # YAML 1.1 int/float without the base-60 alternatives (everything else as in PyYAML).
 _INT = re.compile(
@@ -37,9 +44,77 @@ _FLOAT_TAG = "tag:yaml.org,2002:float"
 _TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
 
+class YamlLimitError(yaml.MarkedYAMLError):
+    """A YAML document beyond a resource limit or holding a value no config can use."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class NoBase60Loader(yaml.SafeLoader):
     """SafeLoader that reads scalars the way OmegaConf does, except that base-60 values stay
-    strings; a key repeated in one mapping is an error (YAML would keep the last silently)."""
+    strings; a key repeated in one mapping is an error (YAML would keep the last silently).
+
+    Hostile documents are refused with a line and column instead of hanging or crashing the
+    reader: nesting deeper than MAX_YAML_DEPTH, more than MAX_YAML_NODES nodes once aliases are
+    expanded (a 1 KB "billion laughs" file expands to 10^9 nodes in OmegaConf), recursive
+    aliases, integers Python will not parse (over 4,300 digits), finite numbers that overflow a
+    float, and lone surrogates (no file, argv or log can carry them).
+    """
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > limit("MAX_YAML_DEPTH"):
+                raise YamlLimitError(
+                    None,
+                    None,
+                    f"nested too deeply ({limit_hint('MAX_YAML_DEPTH')})",
+                    self.peek_event().start_mark,  # type: ignore[no-untyped-call]
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
+
+    def construct_scalar(self, node: Any) -> Any:
+        value = super().construct_scalar(node)
+        if isinstance(value, str) and _SURROGATE.search(value):
+            raise YamlLimitError(
+                None, None, "string holds a lone surrogate (not valid text)", node.start_mark
+            )
+        return value
+
+    def construct_yaml_int(self, node: Any) -> Any:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise YamlLimitError(
+                None,
+                None,
+                f"integer of {len(node.value):,} characters is too long",
+                node.start_mark,
+            ) from None
+
+    def construct_yaml_float(self, node: Any) -> Any:
+        value = super().construct_yaml_float(node)
+        if math.isinf(value) and "inf" not in str(node.value).lower():
+            raise YamlLimitError(
+                None,
+                None,
+                f"number {_short(node.value)} overflows a float (write .inf if you mean it)",
+                node.start_mark,
+            )
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[str] = set()
@@ -56,6 +131,65 @@ class NoBase60Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+NoBase60Loader.add_constructor(_INT_TAG, NoBase60Loader.construct_yaml_int)
+NoBase60Loader.add_constructor(_FLOAT_TAG, NoBase60Loader.construct_yaml_float)
+
+
+def _short(text: str, keep: int = 40) -> str:
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text):,} characters)"
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Count nodes and nesting as if every alias were copied out (memoised: linear in the file).
+
+    Aliases can nest a node inside itself many times over (``b: [*a]``, ``c: [*b]``, ...), so
+    the document's own nesting is not what OmegaConf will recurse through: this is.
+    """
+    budget, deepest = limit("MAX_YAML_NODES"), limit("MAX_YAML_DEPTH")
+    known: dict[int, tuple[int, int]] = {}  # id -> (expanded size, expanded height)
+    in_progress: set[int] = set()
+
+    def refuse(problem: str, node: yaml.Node) -> YamlLimitError:
+        return YamlLimitError(None, None, problem, node.start_mark)
+
+    def walk(node: yaml.Node, level: int) -> tuple[int, int]:
+        key = id(node)
+        if key in in_progress:
+            raise refuse("recursive alias", node)
+        size, height = known.get(key) or _measure(node, level)
+        if level + height > deepest:
+            raise refuse(
+                f"nested too deeply once aliases are expanded ({limit_hint('MAX_YAML_DEPTH')})",
+                node,
+            )
+        return size, height
+
+    def _measure(node: yaml.Node, level: int) -> tuple[int, int]:
+        key = id(node)
+        in_progress.add(key)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        size, height = 1, 0
+        for child in children:
+            child_size, child_height = walk(child, level + 1)
+            size += child_size
+            height = max(height, child_height + 1)
+            if size > budget:
+                raise refuse(
+                    "more YAML nodes once aliases are expanded than the "
+                    + limit_hint("MAX_YAML_NODES"),
+                    node,
+                )
+        in_progress.discard(key)
+        known[key] = (size, height)
+        return size, height
+
+    walk(root, 1)
+
+
 NoBase60Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT_TAG, _FLOAT_TAG, _TIMESTAMP_TAG)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -65,8 +199,13 @@ NoBase60Loader.add_implicit_resolver(_FLOAT_TAG, _FLOAT, list("-+0123456789."))
 
 
 def load_text(text: str) -> Any:
-    """Parse YAML text (safe, no base-60 numbers). Raises yaml.YAMLError."""
-    return yaml.load(text, Loader=NoBase60Loader)  # a SafeLoader subclass: no object tags
+    """Parse YAML text (safe, no base-60 numbers, bounded). Raises yaml.YAMLError."""
+    try:
+        return yaml.load(text, Loader=NoBase60Loader)  # a SafeLoader subclass: no object tags
+    except RecursionError:  # flow-style nesting recurses in PyYAML's parser before our check
+        raise YamlLimitError(
+            None, None, f"nested too deeply ({limit_hint('MAX_YAML_DEPTH')})", None
+        ) from None
 
 
 def base60_scalars(text: str) -> list[tuple[int, str]]:
@@ -98,13 +237,79 @@ def dump_text(data: Any) -> str:
     return yaml.dump(data, Dumper=_QuotingDumper, sort_keys=False, allow_unicode=True)
 
 
+def read_config_text(path: Path) -> str:
+    """The text of one config file: a regular file (or a link to one), UTF-8, size-limited.
+
+    A FIFO, a device such as /dev/zero or a directory is refused instead of hanging or filling
+    memory (`safe_paths.read_regular_text`).
+    """
+    return read_regular_text(
+        path, max_bytes=limit("MAX_CONFIG_BYTES"), limit_name="MAX_CONFIG_BYTES"
+    )
+
+
+def tree_yaml_files(directory: Path) -> list[Path]:
+    """The *.yaml files of a Hydra config tree (no symlinked directories followed).
+
+    A *.yaml entry that is not a regular file (a FIFO would hang Hydra when selected) and a tree
+    of more than MAX_TREE_FILES files are config errors.
+    """
+    found: list[Path] = []
+    cap = limit("MAX_TREE_FILES")
+    for top, dirs, files in os.walk(directory, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".yaml"):
+                continue
+            path = Path(top) / name
+            try:
+                regular = stat.S_ISREG(path.stat().st_mode)
+            except OSError:
+                regular = False
+            if not regular:
+                raise ConfigError("not a regular file (a FIFO, device or broken link)", file=path)
+            found.append(path)
+            if len(found) > cap:
+                raise ConfigError(
+                    f"more YAML files below {directory} than the {limit_hint('MAX_TREE_FILES')}",
+                    file=directory,
+                )
+    return found
+
+
 def check_tree(directory: Path) -> tuple[Path, int, str] | None:
-    """The first base-60 scalar in a config tree's YAML files, if any."""
-    for path in sorted(directory.rglob("*.yaml")):
+    """The first base-60 scalar in a config tree's YAML files, if any.
+
+    Every file is also read with `load_text`, so a file beyond a YAML limit (alias bomb, deep
+    nesting) is refused here, before Hydra's own loader expands it.
+    """
+    for path in tree_yaml_files(directory):
+        text = read_config_text(path)
         try:
-            hits = base60_scalars(path.read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError):
-            continue  # unreadable or malformed files are reported by the loader itself
+            load_text(text)
+        except YamlLimitError as exc:
+            raise yaml_error(exc, path) from None
+        except yaml.YAMLError:
+            pass  # a malformed file is reported when (and if) composition reads it
+        try:
+            hits = base60_scalars(text)
+        except yaml.YAMLError:
+            continue
         if hits:
             return path, *hits[0]
     return None
+
+
+def yaml_error(exc: yaml.YAMLError, path: Path | str) -> ConfigError:
+    """One line naming file, line and column for a YAML error."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return ConfigError(f"malformed YAML: {exc}", file=path)
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+    detail = exc.problem or exc.context or "syntax error"
+    start = exc.context_mark
+    if exc.problem and exc.context and start is not None and start is not mark:
+        # e.g. an unclosed quote: the problem is found at the end, the cause is where it began
+        detail += f" ({exc.context} started at line {start.line + 1})"
+    prefix = "" if isinstance(exc, YamlLimitError) else "malformed YAML: "
+    return ConfigError(f"{prefix}{detail}", file=where)

@@ -104,6 +104,13 @@ def array_spec(indices: Iterable[int]) -> str:
     return ",".join(parts)
 
 
+def _submit_cmd(session: Session) -> str:
+    """The session's `slurm.submit_cmd` (what the dry run showed), default ``sbatch``."""
+    slurm = session.config.get("slurm")
+    command = slurm.get("submit_cmd") if isinstance(slurm, dict) else None
+    return str(command) if command else "sbatch"
+
+
 @dataclass
 class _Runtime:
     session: Session
@@ -374,6 +381,7 @@ class MonitorController:
             array=array,
             comment=token,
             extra_args=tuple(extra),
+            submit_cmd=_submit_cmd(rt.session),
         )
         base = self.client.submit(request)
         for job in jobs:

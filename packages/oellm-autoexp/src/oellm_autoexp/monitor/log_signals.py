@@ -4,16 +4,23 @@ A signal can carry a restart `mode` and metadata (`error_type`, `subsystem`) tha
 classification, and/or an `action` the controller collects for downstream tooling
 (`MonitorController.drain_actions()`). Logs are read incrementally from a saved byte offset, so
 a poll over 10,000 jobs reads only what was appended since the last poll.
+
+Patterns come from shared configs and are matched against text jobs write, so they run on
+RE2 (`google-re2`), a linear-time engine: a catastrophic-backtracking pattern such as
+``(a+)+$`` cannot hang `monitor`. RE2 has no backreferences or lookaround (``\\1``,
+``(?=...)``); such a pattern is a config error naming the signal.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import re2
 
 from oellm_autoexp.errors import ConfigError
 
@@ -41,13 +48,27 @@ class LogSignal:
         return self.pattern in line
 
 
-_CACHE: dict[str, re.Pattern[str]] = {}
+_CACHE: dict[str, Any] = {}
 
 
-def _compiled(pattern: str) -> re.Pattern[str]:
+def _options() -> Any:
+    options = re2.Options()
+    options.log_errors = False  # RE2 would print every rejected pattern on stderr itself
+    return options
+
+
+_OPTIONS = _options()
+
+
+def compile_pattern(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (linear-time matching); raises `re2.error` if unsupported."""
+    return re2.compile(pattern, options=_OPTIONS)
+
+
+def _compiled(pattern: str) -> Any:
     found = _CACHE.get(pattern)
     if found is None:
-        found = _CACHE[pattern] = re.compile(pattern)
+        found = _CACHE[pattern] = compile_pattern(pattern)
     return found
 
 
@@ -118,9 +139,15 @@ def parse_signals(
             )
         if item.get("regex", True):
             try:
-                re.compile(str(item["pattern"]))
-            except re.error as exc:
-                raise ConfigError(f"invalid regex: {exc}", key=f"{where}.pattern") from None
+                compile_pattern(str(item["pattern"]))
+            except re2.error as exc:
+                reason = exc.args[0] if exc.args else exc
+                if isinstance(reason, bytes):
+                    reason = reason.decode("utf-8", "replace")
+                raise ConfigError(
+                    f"invalid regex for RE2 (no backreferences or lookaround): {reason}",
+                    key=f"{where}.pattern",
+                ) from None
         out.append(LogSignal(**{k: item[k] for k in item}))
     return out
 
@@ -142,12 +169,14 @@ class SignalSet:
 
     def __init__(self, signals: Sequence[LogSignal]) -> None:
         self.signals = tuple(signals)
-        parts = [s.pattern if s.regex else re.escape(s.pattern) for s in self.signals]
+        parts = [s.pattern if s.regex else re2.escape(s.pattern) for s in self.signals]
         # MULTILINE: ``^``/``$`` match at every line start/end, as they would on one line.
-        self.prefilter = re.compile("|".join(f"(?:{p})" for p in parts) or "(?!)", re.MULTILINE)
+        union = "|".join(f"(?:{p})" for p in parts)
+        # RE2 has no "(?!)"; a signal-less set gets a pattern that cannot match a line.
+        self.prefilter = compile_pattern(f"(?m){union}" if union else r"[^\s\S]")
         # \A and \Z mean "start/end of the line" per line but "of the text" for a chunk: a
         # pattern with them is checked line by line only.
-        self.chunk_safe = not any("\\A" in p or "\\Z" in p for p in parts)
+        self.chunk_safe = not any("\\A" in p or "\\z" in p for p in parts)
 
     def scan_text(self, text: str) -> list[SignalHit]:
         """`scan` over the lines of `text`, skipping texts no signal can match."""
@@ -182,6 +211,27 @@ def read_new(path: str | Path, offset: int, *, size: int | None = None) -> tuple
     return text.splitlines(), offset
 
 
+def _pread_regular(path: str | Path, offset: int, length: int) -> bytes:
+    """`length` bytes at `offset` of `path` if it is a regular file, else nothing.
+
+    os.open + pread: no buffered file object per job and poll (a third of the read cost).
+    Non-blocking, and only a regular file is read: a log path that is (or became) a directory,
+    FIFO or device reads as "nothing new" instead of crashing or hanging a poll.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.pread(fd, length, offset)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> tuple[str, int]:
     """`read_new` as one text (complete lines only); the per-poll form, split only if needed."""
     if size is None:
@@ -193,15 +243,7 @@ def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> 
         offset = 0
     if size == offset:
         return "", offset
-    # os.open + pread: no buffered file object per job and poll (a third of the read cost).
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return "", offset
-    try:
-        data = os.pread(fd, min(size - offset, MAX_READ_BYTES), offset)
-    finally:
-        os.close(fd)
+    data = _pread_regular(path, offset, min(size - offset, MAX_READ_BYTES))
     end = data.rfind(b"\n")
     if end < 0:
         return "", offset

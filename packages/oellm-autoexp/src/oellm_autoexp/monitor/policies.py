@@ -238,6 +238,13 @@ class CheckpointRestartPolicyConfig(RestartPolicyConfig):
     env_var: str = "AUTOEXP_RESUME_FROM"
     require_checkpoint: bool = False
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        from oellm_autoexp.backends.command import check_template
+
+        # Formatted with str.format: plain {output_dir} / {name} only (no attribute access).
+        check_template(self.checkpoint_glob, ["output_dir", "name"], key="checkpoint_glob")
+
 
 @register
 class CheckpointRestartPolicy(_Policy):

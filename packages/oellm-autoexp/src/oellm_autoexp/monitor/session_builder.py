@@ -25,6 +25,14 @@ def state_dir_for(config: Mapping[str, Any], output_root: Path) -> Path:
     return Path(custom) if custom else output_root / STATE_DIR_NAME
 
 
+def store_for(config: Mapping[str, Any], output_root: Path) -> SessionStore:
+    """The session store of `config`; the default one below the output root is created without
+    following planted symlinks (a custom `project.state_dir` is the user's own choice)."""
+    state_dir = state_dir_for(config, output_root)
+    inside = state_dir == output_root / STATE_DIR_NAME
+    return SessionStore(state_dir, root=output_root if inside else None)
+
+
 def _output_paths(templates: list[str], fields: Mapping[str, Any]) -> list[str]:
     return [str(template).format(**fields) for template in templates]
 
@@ -98,7 +106,7 @@ def submit_plan(
     `after_poll`, when given, receives every action (event) each poll produced; `only` and
     `depends_on` as in `session_from_plan`.
     """
-    store = store or SessionStore(state_dir_for(config, plan.output_root))
+    store = store or store_for(config, plan.output_root)
     session = session_from_plan(plan, config, only=only, depends_on=depends_on)
     store.create(session)
     with store.lock(session.session_id):

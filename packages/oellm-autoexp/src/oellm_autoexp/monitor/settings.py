@@ -80,6 +80,29 @@ def session_monitoring(monitor: Any | None, restart_policies: list[Any]) -> dict
     }
 
 
+# Lower bounds of the monitor's numbers: a zero poll interval is a busy loop of squeue calls.
+MIN_POLL_INTERVAL_SECONDS = 0.1
+_NON_NEGATIVE = (
+    "max_restarts",
+    "restart_backoff_seconds",
+    "restart_backoff_factor",
+    "max_restart_backoff_seconds",
+)
+
+
+def _check_numbers(config: LogMonitorConfig) -> None:
+    interval = config.poll_interval_seconds
+    if not interval >= MIN_POLL_INTERVAL_SECONDS:  # also refuses NaN
+        raise ConfigError(
+            f"must be at least {MIN_POLL_INTERVAL_SECONDS} seconds, got {interval!r}",
+            key="monitoring.poll_interval_seconds",
+        )
+    for name in _NON_NEGATIVE:
+        value = getattr(config, name)
+        if not value >= 0:
+            raise ConfigError(f"must be >= 0, got {value!r}", key=f"monitoring.{name}")
+
+
 def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
     """Rebuild the monitor config, signals and policy instances from a session's JSON."""
     _ = _policies
@@ -100,6 +123,7 @@ def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
         config = LogMonitorConfig(**base)
     if config.inactivity_threshold_seconds <= 0:
         raise ConfigError("must be > 0", key="monitoring.inactivity_threshold_seconds")
+    _check_numbers(config)
     for name in ("exclude_nodes_after", "max_excluded_nodes"):
         if getattr(config, name) < 0:
             raise ConfigError("must be >= 0", key=f"monitoring.{name}")

@@ -156,6 +156,10 @@ def _watch_entry(item: Any, key: str, path: Path) -> WatchEntry:
         raise ConfigError("expected a non-empty string", key=f"{key}.name", file=path)
     if not isinstance(log_path, str) or not log_path:
         raise ConfigError("expected the path of the job's log", key=f"{key}.log", file=path)
+    if Path(log_path).is_dir():
+        raise ConfigError(
+            f"{log_path!r} is a directory; expected the job's log file", key=f"{key}.log", file=path
+        )
     job_id = item.get("job_id")
     if job_id is not None:
         job_id = str(job_id)

@@ -9,16 +9,19 @@ reader or a resumed monitor never sees a half-written session.
 from __future__ import annotations
 
 import json
+import os
 import re
-from collections.abc import Iterator
+import socket
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
 from oellm_autoexp.atomic import write_text_atomic
-from oellm_autoexp.errors import AutoexpUsageError
+from oellm_autoexp.errors import AutoexpUsageError, ConfigError
 from oellm_autoexp.persistence.session import SESSION_FORMAT, SESSION_VERSION, Session
+from oellm_autoexp.safe_paths import make_dirs_inside, read_regular_text
 
 STATE_DIR_NAME = "monitoring_state"
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -39,8 +42,18 @@ class SessionLockedError(AutoexpUsageError):
 class SessionStore:
     """The session files of one `monitoring_state` directory."""
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, *, root: Path | None = None) -> None:
         self.state_dir = Path(state_dir)
+        # With `root` (the output root the state dir lies in), the state dir is created without
+        # following a symlink planted below the root; session files are owner-only (0600, as
+        # mkstemp creates them) in an owner-only directory: they hold the jobs' environments.
+        self.root = root
+
+    def _ensure_dir(self) -> None:
+        if self.root is not None:
+            make_dirs_inside(self.state_dir, self.root, mode=0o700)
+        else:
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     @classmethod
     def for_output_dir(cls, base_output_dir: Path) -> SessionStore:
@@ -71,6 +84,7 @@ class SessionStore:
         head = json.dumps(data, indent=1, allow_nan=False)
         body = ",\n".join(json.dumps(job, allow_nan=False, separators=(",", ":")) for job in jobs)
         text = head[:-2] + ',\n "jobs": [\n' + body + "\n]\n}\n"
+        self._ensure_dir()
         return write_text_atomic(self.path(session.session_id), text)
 
     def create(self, session: Session) -> Path:
@@ -83,21 +97,23 @@ class SessionStore:
     def load(self, session_id: str) -> Session:
         """Read a session; missing, corrupt or foreign files are one-line usage errors."""
         path = self.path(session_id)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        if not path.exists():
             known = ", ".join(self.ids()) or "none"
             raise SessionNotFoundError(
                 f"no session {session_id!r} in {self.state_dir} (known: {known})"
-            ) from None
-        except OSError as exc:
-            raise SessionCorruptError(f"{path}: cannot read: {exc.strerror or exc}") from None
+            )
+        try:  # never blocks on a FIFO planted in a shared state dir
+            text = read_regular_text(path, max_bytes=None)
+        except ConfigError as exc:
+            raise SessionCorruptError(str(exc)) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SessionCorruptError(
                 f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
             ) from None
+        except RecursionError:
+            raise SessionCorruptError(f"{path}: JSON nested too deeply") from None
         if not isinstance(data, dict) or data.get("format") != SESSION_FORMAT:
             raise SessionCorruptError(
                 f'{path}: not an oellm-autoexp session file (expected "format": "{SESSION_FORMAT}")'
@@ -117,19 +133,41 @@ class SessionStore:
     def lock(self, session_id: str) -> Iterator[None]:
         """Hold the session's lock; `SessionLockedError` at once if another process has it."""
         lock_path = self.path(session_id).with_suffix(".lock")
-        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        self._ensure_dir()
+        owner_path = lock_path.with_suffix(".owner")
         lock = FileLock(str(lock_path), timeout=0)
         try:
             lock.acquire()
         except Timeout:
             raise SessionLockedError(
                 f"session {session_id} is being monitored by another process "
-                f"(lock {lock_path}); stop that monitor first"
+                f"({_owner(owner_path)}; lock {lock_path}); stop that monitor first"
             ) from None
         try:
+            # The lock file itself is truncated by every attempt to take it, so the holder's
+            # PID lives in a sibling file that only the holder writes.
+            write_text_atomic(
+                owner_path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n"
+            )
             yield
         finally:
+            owner_path.unlink(missing_ok=True)
             lock.release()
+
+    def load_readable(
+        self, ids: Sequence[str], on_corrupt: Callable[[SessionCorruptError], None]
+    ) -> list[Session]:
+        """The sessions of `ids` that can be read; each unreadable one goes to `on_corrupt`.
+
+        One corrupt file in a shared state directory must not hide every healthy session.
+        """
+        sessions = []
+        for sid in ids:
+            try:
+                sessions.append(self.load(sid))
+            except SessionCorruptError as exc:
+                on_corrupt(exc)
+        return sessions
 
     def remove(self, session_id: str) -> None:
         """Delete the session file and its lock file."""
@@ -138,3 +176,12 @@ class SessionStore:
             raise SessionNotFoundError(f"no session {session_id!r} in {self.state_dir}")
         path.unlink()
         path.with_suffix(".lock").unlink(missing_ok=True)
+
+
+def _owner(owner_path: Path) -> str:
+    """ "PID <n> on <host>" of a lock holder, as far as its owner file tells."""
+    try:
+        data = json.loads(owner_path.read_text(encoding="utf-8"))
+        return f"PID {int(data['pid'])} on {data.get('host', '?')}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "PID unknown"

@@ -82,6 +82,8 @@ class SubmitRequest:
     array: str | None = None
     comment: str | None = None
     extra_args: tuple[str, ...] = ()
+    # `slurm.submit_cmd`: the command line `--dry-run` and `--test-only` show, used for real too
+    submit_cmd: str = "sbatch"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -196,14 +197,15 @@ class RealSlurmClient(SlurmClient):
         single = RetryPolicy(
             attempts=1, timeout_s=self.retry.timeout_s, backoff_s=self.retry.backoff_s
         )
-        sbatch = self._bin("sbatch")
+        tokens = shlex.split(request.submit_cmd) or ["sbatch"]
+        sbatch = [resolve(tokens[0], self.env), *tokens[1:]]
         for delay in [*self.retry.delays(), None]:
             self.calls["sbatch"] += 1
             try:
                 # One attempt; a non-zero exit comes back as a result (judged below), only a
                 # timeout raises.
                 result = run_command(
-                    [sbatch, *args], retry=single, env=self.env, retry_if=lambda _r: False
+                    [*sbatch, *args], retry=single, env=self.env, retry_if=lambda _r: False
                 )
             except SlurmCommandError as exc:  # timeout: maybe submitted, maybe not
                 failure = str(exc)

@@ -62,14 +62,13 @@ def _count(value: Any, *, key: str, default: int | None = None) -> int | None:
     if value is None:
         return default
     text = str(value)
-    if isinstance(value, bool) or not text.isdigit():
-        if re.fullmatch(r"\d+-\d+", text):
-            return None
-        raise ConfigError(f"expected a positive integer, got {value!r}", key=key)
-    number = int(text)
-    if number < 1:
-        raise ConfigError(f"expected a positive integer, got {value!r}", key=key)
-    return number
+    if not isinstance(value, bool) and re.fullmatch(r"[1-9]\d*", text):
+        return int(text)
+    # A range or list (`2-4`, `2,4`) is valid for sbatch but no fixed size; the renderer checks
+    # the forms sbatch accepts, so the two never disagree on what is valid.
+    if re.fullmatch(r"[1-9]\d*(?:-[1-9]\d*)?(?:,[1-9]\d*)*", text):
+        return None
+    raise ConfigError(f"expected a count of at least 1, got {value!r}", key=key)
 
 
 def _gpus_per_node(directives: Mapping[str, Any], nodes: int | None, *, key: str) -> int | None:

@@ -47,7 +47,20 @@ _KINDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 
 
 def expand(axes: Any, *, path: str = "sweep.axes") -> list[Point]:
-    """All sweep points of `axes` (see module docs), in deterministic order."""
+    """All sweep points of `axes` (see module docs), in deterministic order.
+
+    The number of points is counted first (without building them): more than MAX_JOBS is a
+    config error before any memory is spent on them.
+    """
+    from oellm_autoexp.limits import limit, limit_hint
+
+    total = count_points(axes)
+    if total > limit("MAX_JOBS"):
+        raise ConfigError(
+            f"the sweep has {_magnitude(total)} combinations, more than the "
+            + limit_hint("MAX_JOBS"),
+            key=path,
+        )
     if axes is None:
         return [{}]
     if isinstance(axes, Mapping):
@@ -55,6 +68,32 @@ def expand(axes: Any, *, path: str = "sweep.axes") -> list[Point]:
     if isinstance(axes, list):
         return _union(axes, prefix="", path=path)
     raise ConfigError(f"expected a mapping or a list, got {kind_of(axes)} {axes!r}", key=path)
+
+
+def count_points(axes: Any) -> int:
+    """How many points `expand(axes)` yields (malformed parts count 1: `expand` reports them)."""
+    if isinstance(axes, Mapping):
+        total = 1
+        for value in axes.values():
+            total *= _count_entry(value)
+        return total
+    if isinstance(axes, list):
+        return sum(count_points(item) for item in axes if isinstance(item, Mapping)) or 1
+    return 1
+
+
+def _count_entry(value: Any) -> int:
+    if isinstance(value, Mapping):
+        return count_points(value)
+    if isinstance(value, list):
+        if value and all(isinstance(v, Mapping) for v in value):
+            return sum(count_points(v) for v in value)
+        return max(len(value), 1)
+    return 1
+
+
+def _magnitude(n: int) -> str:
+    return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
 
 
 def _union(items: list[Any], *, prefix: str, path: str) -> list[Point]:

@@ -40,7 +40,10 @@ def job_id(project: str, params: Mapping[str, Any]) -> str:
 
 def job_name(template: str, fields: Mapping[str, Any], *, index: int) -> str:
     """Render `template` for one job and check the result is a safe name."""
+    from oellm_autoexp.backends.command import template_fields
+
     try:
+        template_fields(template)  # no attribute access, no giant widths
         name = template.format_map(fields)
     except (KeyError, AttributeError, IndexError, ValueError) as exc:
         raise ConfigError(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
@@ -16,14 +18,16 @@ from aorta.triage.recipe.model import (
 from aorta.triage.recipe.validation import (
     Registry,
     Where,
+    any_workload,
     build_cell,
     check_baseline,
+    check_command_environment,
     check_unique,
     inline_environment,
+    order_mode,
     positive_int,
     resolve_environment,
     resolve_mitigation,
-    resolve_workload,
     safe_name,
     string,
     ticket_name,
@@ -36,7 +40,7 @@ __all__ = ["recipe_from_flags"]
 
 def recipe_from_flags(
     *,
-    workload: str,
+    workload: str | None,
     mitigation_axis: Sequence[str],
     environment_axis: Sequence[str],
     trials: int,
@@ -44,7 +48,10 @@ def recipe_from_flags(
     ticket: str | None = None,
     baseline_cell: str | None = None,
     confound_threshold: float = DEFAULT_CONFOUND_THRESHOLD,
+    order: str = DEFAULT_ORDER,
+    stop_after_failures: int | None = None,
     alpha: float = DEFAULT_ALPHA,
+    command: Mapping[str, Any] | None = None,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -53,33 +60,35 @@ def recipe_from_flags(
     recipe's `{docker: <ref>}` (`_inline_<blake2b8>`) and never touches the registry; a bare
     name must be registered. Default baseline: the (`none`, first environment) cell when `none`
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
-    `--environment-axis[1]: unknown environment 'x' ...`.
+    `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
+    `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
+    `trials` as the most it runs (`--max-trials N`).
+
+    `command` is a command workload mapping (`{command: [argv after --], step_time: ...}`)
+    instead of a registered `workload`; exactly one of the two is given.
     """
     where = Where(None)
     reg = Registry.load()
-    wl = resolve_workload(where, "--workload", workload, reg)
+    if (workload is None) == (command is None):
+        where.fail("--workload", "expected either --workload NAME or a command after --")
+    path = "--workload" if command is None else "command"
+    workload_name, source_package, spec = any_workload(where, path, command or workload, reg)
     trials = positive_int(where, "--trials", trials)
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
     threshold = valid_threshold(where, "--confound-threshold", confound_threshold)
+    order_value = order_mode(where, "--order", order)
+    if stop_after_failures is not None:
+        stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
     alpha = valid_alpha(where, "--alpha", alpha)
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
-    if not environment_axis:
-        where.fail("--environment-axis", "expected at least one environment (e.g. local)")
     mitigations = [
         resolve_mitigation(where, f"--mitigation-axis[{i}]", item, reg)
         for i, item in enumerate(mitigation_axis)
     ]
-    environments: list[Environment] = []
-    for i, item in enumerate(environment_axis):
-        item_path = f"--environment-axis[{i}]"
-        text = string(where, item_path, item)
-        if text.startswith(IMAGE_PREFIX):
-            environments.append(inline_environment(where, item_path, text[len(IMAGE_PREFIX) :]))
-        else:
-            environments.append(resolve_environment(where, item_path, text, reg))
+    environments = _environment_axis(where, environment_axis, reg)
     check_unique(where, "--mitigation-axis", [m.name for m in mitigations])
     check_unique(where, "--environment-axis", [e.name for e in environments])
 
@@ -98,9 +107,12 @@ def recipe_from_flags(
                     extra_env={},
                     trials=trials,
                     steps=steps,
+                    stop_after=stop_after_failures,
                 )
             )
 
+    for i, environment in enumerate(environments):
+        check_command_environment(where, f"--environment-axis[{i}]", environment, spec)
     if baseline_cell is not None:
         baseline = check_baseline(where, "--baseline-cell", baseline_cell, cells)
     elif "none" in [m.name for m in mitigations]:
@@ -111,7 +123,7 @@ def recipe_from_flags(
     return Recipe(
         schema_version=SUPPORTED_SCHEMA_VERSIONS[-1],
         ticket=ticket,
-        workload=wl.name,
+        workload=workload_name,
         trials=trials,
         steps=steps,
         confound=ConfoundSettings(threshold=threshold, baseline_cell=baseline_cell, alpha=alpha),
@@ -119,5 +131,22 @@ def recipe_from_flags(
         baseline=baseline,
         source=None,
         sha256=None,
-        workload_source_package=wl.source_package,
+        workload_source_package=source_package,
+        command=spec,
+        order=order_value,
     )
+
+
+def _environment_axis(where: Where, axis: Sequence[str], reg: Registry) -> list[Environment]:
+    """`--environment-axis`: registered names, or `image:<ref>` inline docker environments."""
+    if not axis:
+        where.fail("--environment-axis", "expected at least one environment (e.g. local)")
+    environments: list[Environment] = []
+    for i, item in enumerate(axis):
+        item_path = f"--environment-axis[{i}]"
+        text = string(where, item_path, item)
+        if text.startswith(IMAGE_PREFIX):
+            environments.append(inline_environment(where, item_path, text[len(IMAGE_PREFIX) :]))
+        else:
+            environments.append(resolve_environment(where, item_path, text, reg))
+    return environments

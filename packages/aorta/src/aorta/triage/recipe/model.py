@@ -10,18 +10,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
 
 from aorta.registry.models import Environment, Mitigation
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.matrix import CellStats, Matrix, build_matrix
 
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
+
 __all__ = [
+    "DEFAULT_ORDER",
     "IMAGE_PREFIX",
     "INLINE_SOURCE_PACKAGE",
+    "ORDERS",
     "RECIPE_SUFFIXES",
     "SUPPORTED_SCHEMA_VERSIONS",
     "Cell",
     "ConfoundSettings",
+    "Order",
     "Recipe",
 ]
 
@@ -30,6 +37,13 @@ RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
 IMAGE_PREFIX = "image:"
 # `source_package` of environments defined inline in a recipe or by an `image:` flag item.
 INLINE_SOURCE_PACKAGE = "recipe"
+
+# interleaved: round k of every cell (cells shuffled per round) before round k+1, so machine
+# drift hits every cell alike; sequential: all trials of a cell, then the next cell (the
+# spec's nested loop).
+Order = Literal["interleaved", "sequential"]
+ORDERS: tuple[Order, ...] = ("interleaved", "sequential")
+DEFAULT_ORDER: Order = "interleaved"
 
 
 @dataclass(frozen=True)
@@ -58,10 +72,22 @@ class Cell:
     env: Mapping[str, str]
     # The registry entries behind `mitigations`, for `recipe.resolved.yaml`.
     mitigation_entries: tuple[Mitigation, ...] = ()
+    # Command workloads: arguments appended to the command for this cell's trials.
+    command_args: tuple[str, ...] = ()
+    # Stop the cell once this many of its trials failed (`trials` is then the most it runs);
+    # None: run all `trials`.
+    stop_after_failures: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "extra_env", MappingProxyType(dict(self.extra_env)))
         object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+
+    @property
+    def needs_fresh_process(self) -> bool:
+        """Whether this cell's trials must run in child processes (environment or mitigation)."""
+        return self.environment.kind != "local" or any(
+            m.process_scoped for m in self.mitigation_entries
+        )
 
 
 @dataclass(frozen=True)
@@ -80,6 +106,13 @@ class Recipe:
     source: Path | None = None  # None: built from flags
     sha256: str | None = None  # of the recipe file's bytes
     workload_source_package: str | None = None
+    # A command workload (`workload` is then "command"): what every trial runs.
+    command: CommandSpec | None = None
+    order: Order = DEFAULT_ORDER
+    # Seed of the per-round cell order (interleaved). A fixed default, not a random draw: every
+    # torchrun rank must shuffle alike (the cells' collectives need all ranks in one cell), and
+    # a resume must continue with the same rounds. Recorded in recipe.resolved.yaml.
+    order_seed: int = 0
     # Read back from a `recipe.resolved.yaml`: its cells are pinned to the recorded bundles
     # and environments, which may come from another machine (see `trust`).
     resolved: bool = False
@@ -107,10 +140,12 @@ class Recipe:
 
 
 def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
-    """The matrix of `cells` judged as `recipe` says: its baseline, threshold and alpha."""
+    """The matrix of `cells` judged as `recipe` says: baseline, threshold, alpha and order."""
     return build_matrix(
         cells,
         baseline=recipe.baseline,
         threshold=recipe.confound.threshold,
         alpha=recipe.confound.alpha,
+        # Interleaved trials ran round by round: their ratios are paired by round.
+        paired=recipe.order == "interleaved",
     )

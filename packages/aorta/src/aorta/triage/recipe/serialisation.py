@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -22,8 +22,12 @@ from aorta.triage.recipe.validation import (
     check_baseline,
     check_keys,
     check_unique,
+    command_args,
+    command_workload,
     extra_env_mapping,
     join_path,
+    order_mode,
+    order_seed,
     positive_int,
     require,
     safe_name,
@@ -33,6 +37,9 @@ from aorta.triage.recipe.validation import (
     valid_alpha,
     valid_threshold,
 )
+
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
 
 __all__ = [
     "dump_resolved_yaml",
@@ -73,9 +80,11 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "source": None if recipe.source is None else str(recipe.source),
         "sha256": recipe.sha256,
         "ticket": recipe.ticket,
-        "workload": {"name": recipe.workload, "source_package": recipe.workload_source_package},
+        "workload": _workload_dict(recipe),
         "trials": recipe.trials,
         "steps": recipe.steps,
+        "order": recipe.order,
+        "order_seed": recipe.order_seed,
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,
@@ -97,11 +106,23 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
                 "extra_env": dict(cell.extra_env),
                 "trials": cell.trials,
                 "steps": cell.steps,
+                "stop_after_failures": cell.stop_after_failures,
                 "env": dict(cell.env),
+                **({"command_args": list(cell.command_args)} if cell.command_args else {}),
             }
             for cell in recipe.cells
         ],
     }
+
+
+def _workload_dict(recipe: Recipe) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": recipe.workload,
+        "source_package": recipe.workload_source_package,
+    }
+    if recipe.command is not None:
+        data["command"] = recipe.command.to_dict()
+    return data
 
 
 def dump_resolved_yaml(recipe: Recipe) -> str:
@@ -121,12 +142,24 @@ _RESOLVED_KEYS = (
     "workload",
     "trials",
     "steps",
+    "order",
+    "order_seed",
     "confound",
     "cells",
 )
-_WORKLOAD_KEYS = ("name", "source_package")
+_WORKLOAD_KEYS = ("name", "source_package", "command")
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
-_CELL_KEYS = ("name", "mitigations", "environment", "extra_env", "trials", "steps", "env")
+_CELL_KEYS = (
+    "name",
+    "mitigations",
+    "environment",
+    "extra_env",
+    "trials",
+    "steps",
+    "stop_after_failures",
+    "env",
+    "command_args",
+)
 _MITIGATION_KEYS = ("name", "source_package", "env", "process_scoped")
 _ENVIRONMENT_KEYS = (
     "name",
@@ -215,7 +248,7 @@ def _mitigation(where: Where, path: str, value: object) -> Mitigation:
     )
 
 
-def _cell(where: Where, index: int, value: object) -> Cell:
+def _cell(where: Where, index: int, value: object, command: CommandSpec | None) -> Cell:
     path = f"cells[{index}]"
     data = _mapping(where, path, value, _CELL_KEYS)
     name = safe_name(where, join_path(path, "name"), require(where, path, data, "name"))
@@ -237,6 +270,18 @@ def _cell(where: Where, index: int, value: object) -> Cell:
         steps=positive_int(where, join_path(path, "steps"), require(where, path, data, "steps")),
         env=extra_env_mapping(where, join_path(path, "env"), require(where, path, data, "env")),
         mitigation_entries=mitigations,
+        command_args=(
+            command_args(where, join_path(path, "command_args"), data["command_args"], command)
+            if "command_args" in data
+            else ()
+        ),
+        stop_after_failures=(
+            None
+            if data.get("stop_after_failures") is None
+            else positive_int(
+                where, join_path(path, "stop_after_failures"), data["stop_after_failures"]
+            )
+        ),
     )
 
 
@@ -283,7 +328,8 @@ def recipe_from_resolved(
     raw_cells = require(where, "", top, "cells")
     if not isinstance(raw_cells, list) or not raw_cells:
         where.fail("cells", "expected a non-empty list of cells", raw_cells)
-    cells = [_cell(where, i, item) for i, item in enumerate(raw_cells)]
+    command = _command(where, workload.get("command"))
+    cells = [_cell(where, i, item, command) for i, item in enumerate(raw_cells)]
     check_unique(where, "cells", [c.name for c in cells])
     baseline = check_baseline(
         where,
@@ -311,4 +357,18 @@ def recipe_from_resolved(
             where, "workload.source_package", workload.get("source_package")
         ),
         resolved=True,
+        command=command,
+        # Runs written before order modes existed ran their cells one after the other.
+        order=order_mode(where, "order", top.get("order", "sequential")),
+        order_seed=order_seed(where, "order_seed", top.get("order_seed", 0)),
     )
+
+
+def _command(where: Where, value: object) -> CommandSpec | None:
+    # Validated like a recipe's (the executable is checked again here: a resumed run whose
+    # program has gone away fails before any trial, with one line).
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail("workload.command", "expected a command workload mapping", value)
+    return command_workload(where, "workload.command", value)

@@ -8,7 +8,10 @@ re-running it execute anything new? It does when a cell
   the same name (inline docker images always count: the image comes from the file),
 - applies a mitigation whose variables differ from this machine's mitigation of that name (or
   one this machine does not know), or
-- sets a variable that makes a process load or run other code (`LD_PRELOAD`, `PYTHONPATH`, ...).
+- sets a variable that makes a process load or run other code (`LD_PRELOAD`, `PYTHONPATH`, ...);
+
+and always when the workload is a command (`workload: {command: ...}`): the command in the
+file is what every trial runs, and no registry vouches for it.
 
 The caller refuses such a recipe unless the user passed `--trust-environments`, and its message
 lists what would run.
@@ -92,6 +95,9 @@ def untrusted_actions(
 ) -> list[str]:
     """One line per thing `recipe` would execute that the given registry does not vouch for."""
     actions: list[str] = []
+    if recipe.command is not None:
+        shown = " ".join(recipe.command.command)
+        actions.append(f"workload runs the command {shown!r} (cells may append command_args)")
     for cell in recipe.cells:
         environment = _environment_action(cell, environments)
         if environment:

@@ -7,12 +7,13 @@ Every check raises a one-line error `<file>: <key path>: expected ..., got ...` 
 
 from __future__ import annotations
 
+import dataclasses
 import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from aorta.errors import (
     AortaUsageError,
@@ -39,16 +40,45 @@ from aorta.triage.names import (
 )
 from aorta.triage.recipe.limits import count_limit
 from aorta.triage.recipe.model import (
+    DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
+    ORDERS,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
     ConfoundSettings,
+    Order,
     Recipe,
 )
 
-_TOP_KEYS = ("schema_version", "ticket", "workload", "trials", "steps", "confound", "cells")
+if TYPE_CHECKING:
+    from aorta.runner.command.spec import CommandSpec
+
+_TOP_KEYS = (
+    "schema_version",
+    "ticket",
+    "workload",
+    "trials",
+    "steps",
+    "order",
+    "order_seed",
+    "stop_after",
+    "confound",
+    "cells",
+)
 _CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
-_CELL_KEYS = ("name", "mitigations", "environment", "trials", "steps", "extra_env")
+_CELL_KEYS = (
+    "name",
+    "mitigations",
+    "environment",
+    "trials",
+    "steps",
+    "stop_after",
+    "extra_env",
+    "command_args",
+)
+_STOP_AFTER_KEYS = ("failures",)
+# The workload name of a command workload (in run directories and trial JSONs).
+COMMAND_WORKLOAD = "command"
 _INLINE_ENV_KEYS = ("docker",)
 _MAX_REPR = 80
 T = TypeVar("T")
@@ -162,6 +192,31 @@ def positive_int(where: Where, path: str, value: object) -> int:
     return value
 
 
+def order_mode(where: Where, path: str, value: object) -> Order:
+    """`value` if it is one of the order modes."""
+    for order in ORDERS:
+        if value == order:
+            return order
+    where.fail(path, f"expected one of {', '.join(ORDERS)}", value)
+
+
+def order_seed(where: Where, path: str, value: object) -> int:
+    """A seed for the per-round cell order: an integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        where.fail(path, "expected an integer >= 0", value)
+    return value
+
+
+def stop_after_failures(where: Where, path: str, value: object) -> int | None:
+    """`stop_after: {failures: K}` -> K; `stop_after: null` (a cell opting out) -> None."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {failures: <positive integer>} or null", value)
+    check_keys(where, path, value, _STOP_AFTER_KEYS, "stop_after")
+    return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
+
+
 def string(where: Where, path: str, value: object) -> str:
     """`value` if it is a string (YAML scalars such as dates are refused, not converted)."""
     if not isinstance(value, str):
@@ -229,6 +284,56 @@ def resolve_workload(where: Where, path: str, value: object, reg: Registry) -> W
         where.unknown(UnknownWorkloadError, path, name, list(reg.workloads))
     safe_name(where, path, name)
     return reg.workloads[name]
+
+
+def command_workload(where: Where, path: str, value: Mapping[str, Any]) -> CommandSpec:
+    """A `workload: {command: [...], ...}` mapping, validated (see aorta.runner.command.spec)."""
+    from aorta.runner.command.spec import CommandSpecError, parse_command_spec
+
+    try:
+        return parse_command_spec(value, where=path)
+    except CommandSpecError as exc:
+        raise RecipeSchemaError(where.at(str(exc))) from None
+
+
+def any_workload(
+    where: Where, path: str, value: object, reg: Registry
+) -> tuple[str, str | None, CommandSpec | None]:
+    """(name, source package, command) of a registered workload name or a command mapping."""
+    if isinstance(value, Mapping):
+        return COMMAND_WORKLOAD, None, command_workload(where, path, value)
+    workload = resolve_workload(where, path, value, reg)
+    return workload.name, workload.source_package, None
+
+
+def command_args(
+    where: Where, path: str, value: object, command: CommandSpec | None
+) -> tuple[str, ...]:
+    """A cell's `command_args`: strings with known placeholders, for a command workload only."""
+    from aorta.runner.command.spec import CommandSpecError, check_placeholders
+
+    if command is None:
+        where.fail(path, "expected no command_args: the workload is not a command", value)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        where.fail(path, "expected a list of strings (arguments appended to the command)", value)
+    try:
+        check_placeholders(value, path)
+    except CommandSpecError as exc:
+        raise RecipeSchemaError(where.at(str(exc))) from None
+    return tuple(value)
+
+
+def check_command_environment(
+    where: Where, path: str, environment: Environment, command: CommandSpec | None
+) -> None:
+    """Command workloads run locally: a docker or venv environment is refused."""
+    if command is not None and environment.kind != "local":
+        where.fail(
+            path,
+            "expected a local environment: a command workload runs on this machine "
+            "(put docker or a venv's python in the command itself)",
+            environment.name,
+        )
 
 
 def resolve_mitigation(where: Where, path: str, value: object, reg: Registry) -> Mitigation:
@@ -299,6 +404,7 @@ def build_cell(
     extra_env: Mapping[str, str],
     trials: int,
     steps: int,
+    stop_after: int | None = None,
 ) -> Cell:
     """A `Cell` with the mitigations' env bundles merged (a key collision is a cell error)."""
     try:
@@ -314,6 +420,7 @@ def build_cell(
         steps=steps,
         env=env,
         mitigation_entries=tuple(mitigations),
+        stop_after_failures=stop_after,
     )
 
 
@@ -325,6 +432,8 @@ def _cell_from_data(
     reg: Registry,
     trials: int,
     steps: int,
+    stop_after: int | None,
+    command: CommandSpec | None,
 ) -> Cell | None:
     """The cell at `cells[index]`, or None after recording each of its problems."""
     path = f"cells[{index}]"
@@ -372,9 +481,13 @@ def _cell_from_data(
             problems.attempt(lambda: positive_int(where, join_path(path, "steps"), data["steps"]))
             or steps
         )
+    if "stop_after" in data:
+        stop_after = problems.attempt(
+            lambda: stop_after_failures(where, join_path(path, "stop_after"), data["stop_after"])
+        )
     if len(problems.found) > before or name is None or environment is None or extra is None:
         return None
-    return problems.attempt(
+    cell = problems.attempt(
         lambda: build_cell(
             where,
             name=name,
@@ -384,8 +497,15 @@ def _cell_from_data(
             extra_env=extra,
             trials=trials,
             steps=steps,
+            stop_after=stop_after,
         )
     )
+    if cell is None or "command_args" not in data:
+        return cell
+    args = problems.attempt(
+        lambda: command_args(where, join_path(path, "command_args"), data["command_args"], command)
+    )
+    return None if args is None else dataclasses.replace(cell, command_args=args)
 
 
 def _mitigation_list(where: Where, path: str, data: Mapping[Any, Any]) -> list[object]:
@@ -475,7 +595,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     if data.get("ticket") is not None:
         ticket = problems.attempt(lambda: ticket_name(where, "ticket", data["ticket"]))
     workload = problems.attempt(
-        lambda: resolve_workload(where, "workload", require(where, "", data, "workload"), reg)
+        lambda: any_workload(where, "workload", require(where, "", data, "workload"), reg)
     )
     trials = problems.attempt(
         lambda: positive_int(where, "trials", require(where, "", data, "trials"))
@@ -485,12 +605,25 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     )
     confound = problems.attempt(lambda: _confound(where, data.get("confound")))
     confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
+    command = workload[2] if workload is not None else None
+
+    order: Order = DEFAULT_ORDER
+    if "order" in data:
+        order = problems.attempt(lambda: order_mode(where, "order", data["order"])) or order
+    seed = 0
+    if "order_seed" in data:
+        seed = problems.attempt(lambda: order_seed(where, "order_seed", data["order_seed"])) or 0
+    stop_after = problems.attempt(
+        lambda: stop_after_failures(where, "stop_after", data.get("stop_after"))
+    )
 
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells: list[Cell] = []
     for index, item in enumerate(cells_raw):
         # A bad top-level count still lets each cell be checked (with a stand-in of 1).
-        cell = _cell_from_data(where, problems, index, item, reg, trials or 1, steps or 1)
+        cell = _cell_from_data(
+            where, problems, index, item, reg, trials or 1, steps or 1, stop_after, command
+        )
         if cell is None:
             continue
         if any(c.name == cell.name for c in cells):
@@ -501,6 +634,11 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
             continue
         cells.append(cell)
 
+    for index, cell in enumerate(cells):
+        env_path = f"cells[{index}].environment"
+        problems.attempt(
+            partial(check_command_environment, where, env_path, cell.environment, command)
+        )
     explicit = confound_raw.get("baseline_cell")
     baseline: str | None = None
     if len(cells) == len(cells_raw) and cells:  # judged only against a complete cell list
@@ -520,11 +658,12 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     problems.raise_if_any()
     # No problem recorded: every value above was produced.
     assert workload is not None and baseline is not None
+    workload_name, source_package, _ = workload
     assert trials is not None and steps is not None
     return Recipe(
         schema_version=version,
         ticket=ticket,
-        workload=workload.name,
+        workload=workload_name,
         trials=trials,
         steps=steps,
         confound=ConfoundSettings(threshold=threshold, baseline_cell=explicit, alpha=alpha),
@@ -532,5 +671,8 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         baseline=baseline,
         source=source,
         sha256=sha256,
-        workload_source_package=workload.source_package,
+        workload_source_package=source_package,
+        command=command,
+        order=order,
+        order_seed=seed,
     )

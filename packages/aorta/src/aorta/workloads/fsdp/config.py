@@ -72,6 +72,8 @@ class FsdpConfig:
     substeps: int = 1
     amp_dtype: str = "none"
     param_dtype: str = "float32"
+    # As common training code sets it on CUDA (torch's own default has been off since 1.12).
+    allow_tf32: bool = True
     # None: min(3, steps // 5), resolved by `warmup_for` once the step count is known.
     warmup_steps: int | None = None
     device: str = "auto"
@@ -172,6 +174,17 @@ def _choice(choices: tuple[str, ...]) -> Parser:
     return parse
 
 
+_TRUE: Final = ("1", "true", "yes", "on")
+_FALSE: Final = ("0", "false", "no", "off")
+
+
+def _bool(variable: str, raw: str) -> bool:
+    value = raw.lower()
+    if value not in _TRUE + _FALSE:
+        raise _bad(variable, raw, "1 or 0 (also true/false, yes/no, on/off)")
+    return value in _TRUE
+
+
 def _warmup(variable: str, raw: str) -> int | None:
     if raw.lower() == "auto":
         return None
@@ -251,6 +264,15 @@ PARAMETERS: Final[tuple[Parameter, ...]] = (
         "parameters are all-gathered and computed in; sharded parameters, optimizer state "
         "and gradient reduction stay float32.",
         _choice(PARAM_DTYPES),
+    ),
+    _param(
+        "ALLOW_TF32",
+        "1",
+        "Allow TF32 tensor-core math for float32 matmuls and convolutions, as common CUDA "
+        "training code does: torch.set_float32_matmul_precision('high') and "
+        "torch.backends.cudnn.allow_tf32 (0: 'highest', no TF32). Restored after the trial. "
+        "The effective float32 matmul precision is measured and recorded in `observed`.",
+        _bool,
     ),
     _param(
         "WARMUP_STEPS",

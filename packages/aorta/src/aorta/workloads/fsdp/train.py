@@ -20,7 +20,7 @@ import gc
 import math
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -45,7 +45,19 @@ gc.freeze()
 _AMP_DTYPES = {"none": None, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 # Variables read by GPU runtimes / math libraries; recorded as the trial saw them.
-OBSERVED_ENV_VARS = ("NVIDIA_TF32_OVERRIDE", "HIPBLASLT_ALLOW_TF32", "HSA_XNACK")
+OBSERVED_ENV_VARS = (
+    "NVIDIA_TF32_OVERRIDE",
+    "HIPBLASLT_ALLOW_TF32",
+    "HSA_XNACK",
+    "TRITON_F32_DEFAULT",
+    "TRITON_FORCE_DISABLE_FP_FUSION",
+)
+
+# A float32 matmul of this size, checked against float64: in IEEE float32 the largest relative
+# error stays near 1e-6 (measured on CPU: ~4e-7), TF32's 10-bit mantissa (and bf16 inputs)
+# give ~1e-4 to 1e-3. The bound between the two is far from both.
+_PRECISION_PROBE_SIZE = 256
+_REDUCED_PRECISION_ABOVE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -175,6 +187,55 @@ def _as_float(value: torch.Tensor) -> float:
     return float(value.item())
 
 
+@contextmanager
+def tf32_setting(allow: bool) -> Iterator[None]:
+    """Allow (or forbid) TF32 for float32 matmuls and convolutions while the trial runs.
+
+    What training scripts do at start-up (`torch.set_float32_matmul_precision("high")`,
+    `torch.backends.cudnn.allow_tf32 = True`); put back afterwards, because the next trial of
+    this interpreter must start from the same process state.
+    """
+    saved_precision = torch.get_float32_matmul_precision()
+    saved_cudnn = torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high" if allow else "highest")
+    torch.backends.cudnn.allow_tf32 = allow
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved_precision)
+        torch.backends.cudnn.allow_tf32 = saved_cudnn
+
+
+Matmul = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def fp32_matmul_precision(matmul: Matmul) -> tuple[str, float]:
+    """How precise `matmul` is on float32 operands: ("ieee" | "reduced", max relative error).
+
+    Multiplies two fixed random float32 matrices and compares with the float64 product. The
+    error is rounded to one significant digit so that identical settings record identical
+    values (and the matrix can compare them across cells).
+    """
+    generator = torch.Generator().manual_seed(0)
+    size = _PRECISION_PROBE_SIZE
+    a = torch.randn(size, size, generator=generator, dtype=torch.float64)
+    b = torch.randn(size, size, generator=generator, dtype=torch.float64)
+    exact = a @ b
+    got = matmul(a.float(), b.float()).double().cpu()
+    error = float(((got - exact).abs().max() / exact.abs().max()).item())
+    error = float(f"{error:.0e}")
+    return ("reduced" if error > _REDUCED_PRECISION_ABOVE else "ieee"), error
+
+
+def measure_fp32_matmul(device: torch.device) -> tuple[str, float]:
+    """The float32 matmul precision in effect on `device`, measured rather than read off flags.
+
+    Flags can lie about what the math library does (NVIDIA_TF32_OVERRIDE overrides torch's
+    flag inside cuBLAS; a ROCm build has switches of its own), so the trial measures it.
+    """
+    return fp32_matmul_precision(lambda a, b: a.to(device) @ b.to(device))
+
+
 def observe(config: FsdpConfig, setup: DistSetup, device: torch.device) -> dict[str, object]:
     """The settings in effect inside the trial: they show that a mitigation reached it."""
     observed: dict[str, object] = {
@@ -191,6 +252,9 @@ def observe(config: FsdpConfig, setup: DistSetup, device: torch.device) -> dict[
         "torch.backends.cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
         "float32_matmul_precision": torch.get_float32_matmul_precision(),
     }
+    effective, error = measure_fp32_matmul(device)
+    observed["fp32_matmul_effective"] = effective
+    observed["fp32_matmul_max_rel_error"] = error
     for key in OBSERVED_ENV_VARS:
         observed[key] = os.environ.get(key)
     if device.type == "cuda":
@@ -217,7 +281,7 @@ def run_trial(ctx: TrialContext) -> WorkloadOutcome:
         raise WorkloadConfigError(
             f"AORTA_FSDP_STEP_CLOCK='cpu': expected the CPU device, the trial runs on {device}"
         )
-    with trial_process_group(ctx.environ, device.type) as setup:
+    with tf32_setting(config.allow_tf32), trial_process_group(ctx.environ, device.type) as setup:
         return _run_in_group(ctx, config, setup, device, warmup)
 
 
@@ -347,4 +411,5 @@ def _train(
         failure=failure,
         failed_at_step=failed_at,
         observed={"grad_norms": grad_norms},
+        step_clock=config.step_clock,
     )

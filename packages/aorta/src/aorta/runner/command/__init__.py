@@ -1,0 +1,13 @@
+"""Command workloads: the user's own training command as a trial (issue 13).
+
+One trial is one fresh process group running an argv (never a shell). Its output is streamed
+to `trial_<id>.log` and scanned as it arrives for failure and error patterns and for step
+lines; a per-trial timeout and a hang detector end it; the whole group is stopped afterwards.
+
+* `spec`      the validated settings of a command workload (`CommandSpec`) and its argv.
+* `patterns`  the default failure / error patterns.
+* `steps`     step-time presets and parsers (megatron, hf, jsonl, a regex, a marker).
+* `scanner`   bounded, chunked scanning of the output stream.
+* `process`   process-group start, stop and membership.
+* `trial`     one trial end to end, and how its outcome is decided.
+"""

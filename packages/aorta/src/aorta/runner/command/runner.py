@@ -1,0 +1,143 @@
+"""`run_trials` for a command workload: one fresh process group per trial, same contract.
+
+Each trial renders the command (`{seed}`, `{trial_id}`, `{steps}`, `{output_dir}`, `{cell}`),
+runs it with the launcher's environment, then the mitigations' variables, then `extra_env`
+on top, and writes the same `trial_<id>.json` as any workload. `{output_dir}` is the trial's
+own directory `trial_<id>/` next to the JSON; the output goes to `trial_<id>.log`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from aorta.atomic import write_json_atomic
+from aorta.errors import AortaUsageError
+from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
+from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
+from aorta.runner.environ import merge_env
+from aorta.runner.in_process import utc_timestamp
+from aorta.runner.models import Execution, RunRequest, TrialResult
+from aorta.runner.reporting import TrialReporter
+from aorta.runner.resolve import request_mitigations
+from aorta.runner.trials import step_hook
+
+
+def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
+    """The `command` field of a command trial's JSON."""
+    return {
+        "argv": out.argv,
+        "returncode": out.returncode,
+        "stopped": out.stopped,
+        "signal_needed": out.signal_needed,
+        "failure_match": asdict(out.failure) if out.failure is not None else None,
+        "error_match": asdict(out.error) if out.error is not None else None,
+        "clock": out.clock,
+        "steps_seen": out.steps_seen,
+        "last_step": out.last_step,
+        "log": out.log_path.name if out.log_path is not None else None,
+        "artifacts": out.artifacts,
+        "output_bytes": out.output_bytes,
+    }
+
+
+def _check_request(request: RunRequest) -> CommandSpec:
+    spec = request.command
+    assert spec is not None  # only command requests are opened here
+    environment = request.environment_name
+    if environment != "local":
+        raise AortaUsageError(
+            f"environment {environment!r}: command workloads run in the local environment "
+            "only (put the container or venv in the command itself)"
+        )
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise AortaUsageError(
+            "command workloads are launched by aorta; do not run aorta itself under torchrun "
+            "(put torchrun in the command)"
+        )
+    check_placeholders(request.command_args, "command_args")
+    return spec
+
+
+@dataclass
+class CommandTrialSession:
+    """A command workload's request, checked once; each `run` is one fresh process group."""
+
+    request: RunRequest
+    spec: CommandSpec
+    reporter: TrialReporter
+    trial_env: dict[str, str]
+    process_env: dict[str, str]
+    argv: list[str]
+
+    @property
+    def execution(self) -> Execution:
+        """A command always runs in its own process."""
+        return "child_process"
+
+    def run(self, trial_id: int) -> TrialResult:
+        """Run trial `trial_id` of the command and write its `trial_<id>.json`."""
+        request, reporter = self.request, self.reporter
+        seed = request.trial_seed(trial_id)
+        reporter.trial_started(request, trial_id, seed)
+        trial_dir = request.output_dir / f"trial_{trial_id}"
+        values = {
+            "seed": seed,
+            "trial_id": trial_id,
+            "steps": request.steps,
+            "output_dir": str(trial_dir.resolve()),
+            "cell": request.cell,
+        }
+        started_at = utc_timestamp()
+        out = run_command_trial(
+            self.spec,
+            render_argv(self.argv, values),
+            self.process_env,
+            log_path=request.output_dir / f"trial_{trial_id}.log",
+            trial_dir=trial_dir,
+            steps=request.steps,
+            on_step=step_hook(reporter, trial_id),
+        )
+        result = TrialResult(
+            trial_id=trial_id,
+            workload=request.workload,
+            mitigations=request.mitigations,
+            environment=request.environment_name,
+            seed=seed,
+            steps=request.steps,
+            passed=out.outcome == "passed",
+            outcome=out.outcome,
+            failure=out.reason,
+            step_times_ms=out.step_times_ms,
+            warmup_steps=out.warmup_steps,
+            losses=out.losses,
+            wall_clock_sec=out.wall_clock_sec,
+            started_at=started_at,
+            env_applied=self.trial_env,
+            env_snapshot={},
+            observed={},
+            execution="child_process",
+            step_clock=out.clock,
+            failed_at_step=out.failure.at_step if out.failure is not None else None,
+            command=command_record(out),
+        )
+        write_json_atomic(request.trial_path(trial_id), result.to_dict())
+        reporter.trial_finished(result)
+        return result
+
+
+def open_command_trials(request: RunRequest, reporter: TrialReporter) -> CommandTrialSession:
+    """Check a command workload's request once (see `aorta.runner.open_trials`)."""
+    spec = _check_request(request)
+    mitigations = request_mitigations(request)
+    trial_env = merge_env(mitigations, request.extra_env)
+    request.output_dir.mkdir(parents=True, exist_ok=True)
+    return CommandTrialSession(
+        request=request,
+        spec=spec,
+        reporter=reporter,
+        trial_env=trial_env,
+        process_env={**os.environ, **trial_env},
+        argv=[*spec.command, *request.command_args],
+    )

@@ -1,0 +1,197 @@
+"""Scanning output: presets, failure/error precedence, chunk boundaries, bounded memory."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import pytest
+
+from aorta.runner.command.scanner import OutputScanner
+from aorta.runner.command.spec import parse_command_spec
+from aorta.runner.command.steps import step_parser
+from aorta.runner.command.trial import compiled_patterns
+
+MEGATRON = (
+    " [2026-05-01 10:00:00] iteration       10/     100 | consumed samples:         5120 |"
+    " elapsed time per iteration (ms): 412.3 | learning rate: 3.000000E-04 |"
+    " global batch size:   512 | lm loss: 2.345000E+00 | loss scale: 1.0 | grad norm: 0.812 |"
+    " number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+)
+
+
+def scanner_for(**settings: object) -> OutputScanner:
+    spec = parse_command_spec({"command": [sys.executable], **settings})
+    failure, error = compiled_patterns(spec)
+    return OutputScanner(failure, error, step_parser(spec, 0.0))
+
+
+def test_megatron_preset_parses_time_step_and_loss() -> None:
+    scanner = scanner_for(step_time="megatron")
+    scanner.feed(MEGATRON.encode(), 1.0)
+    scanner.feed(MEGATRON.replace("10/", "20/").replace("412.3", "398.0").encode(), 2.0)
+    state = scanner.state
+    assert state.step_times_ms == [412.3, 398.0]
+    assert state.losses == [2.345, 2.345]
+    assert state.last_step == 20
+    assert state.failure is None and state.error is None
+
+
+def test_megatron_nan_iteration_is_a_failure_at_that_iteration() -> None:
+    # Megatron leaves a NaN loss out of the line and counts a nan iteration instead.
+    nan_line = MEGATRON.replace("10/", "30/").replace(" lm loss: 2.345000E+00 |", "")
+    nan_line = nan_line.replace("nan iterations:   0", "nan iterations:   1")
+    scanner = scanner_for(step_time="megatron")
+    scanner.feed((MEGATRON + nan_line).encode(), 1.0)
+    failure = scanner.state.failure
+    assert failure is not None
+    assert failure.at_step == 30
+    assert "number of nan iterations" in failure.pattern
+    assert "iteration       30/" in failure.line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"step": 3, "step_time_ms": 40.0, "loss": NaN}',
+        "step 3 | lm loss: nan |",
+        "{'loss': inf, 'grad_norm': 1.0, 'learning_rate': 5e-05, 'epoch': 0.1}",
+        "Epoch 0:  30%|###  | 3/10 [00:01<00:02, 2.9it/s, v_num=0, train_loss=nan]",
+        "step=3 loss = -inf",
+        "iter 3: grad_norm: nan",
+        '{"step": 3, "loss": null, "failure": "non-finite grad norm at step 3"}',
+    ],
+)
+def test_default_failure_patterns_catch_nonfinite_losses(line: str) -> None:
+    scanner = scanner_for()
+    scanner.feed(f"starting\n{line}\n".encode(), 1.0)
+    assert scanner.state.failure is not None
+    assert scanner.state.failure.line == line
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["loss: 2.31", "lr: inf_schedule", "nanoseconds: 12", "'loss': 0.5, 'info': 'nan'"],
+)
+def test_default_failure_patterns_leave_finite_lines_alone(line: str) -> None:
+    scanner = scanner_for()
+    scanner.feed(f"{line}\n".encode(), 1.0)
+    assert scanner.state.failure is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "RuntimeError: HIP out of memory. Tried to allocate 1.00 GiB",
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5)",
+        "ModuleNotFoundError: No module named 'megatron'",
+    ],
+)
+def test_default_error_patterns(line: str) -> None:
+    scanner = scanner_for()
+    scanner.feed(f"{line}\n".encode(), 1.0)
+    assert scanner.state.error is not None and scanner.state.error.line == line
+
+
+def test_user_patterns_add_to_defaults_or_replace_them() -> None:
+    both = scanner_for(failure_patterns=["DIVERGED"])
+    both.feed(b"loss: nan\n", 1.0)
+    assert both.state.failure is not None
+    only = scanner_for(failure_patterns=["DIVERGED"], default_patterns=False)
+    only.feed(b"loss: nan\nCUDA out of memory\n", 1.0)
+    assert only.state.failure is None and only.state.error is None
+    only.feed(b"run DIVERGED here\n", 1.0)
+    assert only.state.failure is not None and only.state.failure.line == "run DIVERGED here"
+
+
+def test_jsonl_preset_and_lines_split_across_chunks() -> None:
+    scanner = scanner_for(step_time="jsonl")
+    lines = "".join(
+        json.dumps({"step": i, "step_time_ms": 10.0 + i, "loss": 1.0 / (i + 1)}) + "\n"
+        for i in range(5)
+    ).encode()
+    for offset in range(0, len(lines), 7):  # chunks that cut lines anywhere
+        scanner.feed(lines[offset : offset + 7], 1.0)
+    assert scanner.state.step_times_ms == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert scanner.state.last_step == 4
+    assert scanner.state.losses[-1] == pytest.approx(0.2)
+
+
+def test_jsonl_null_loss_is_a_failure_and_its_time_is_not_a_step_time() -> None:
+    scanner = scanner_for(step_time="jsonl")
+    scanner.feed(b'{"step": 0, "step_time_ms": 5, "loss": 1.0}\n', 1.0)
+    scanner.feed(b'{"step": 1, "step_time_ms": 6, "loss": null}\n', 1.0)
+    assert scanner.state.failure is not None and scanner.state.failure.at_step == 1
+    assert scanner.state.step_times_ms == [5.0]
+    assert scanner.state.losses == [1.0, None]
+
+
+def test_hf_preset_tqdm_rates_and_loss_lines() -> None:
+    scanner = scanner_for(step_time="hf")
+    bar = " {p}%|#| {s}/100 [00:0{s}<00:20, {r}]"
+    out = "\r".join(
+        [
+            bar.format(p=1, s=1, r="2.00it/s"),
+            bar.format(p=1, s=1, r="2.00it/s"),  # a redraw of the same step
+            bar.format(p=2, s=2, r="4.00it/s"),
+            bar.format(p=3, s=3, r="1.50s/it"),
+        ]
+    )
+    scanner.feed((out + "\n{'loss': 2.25, 'grad_norm': 1.0, 'epoch': 0.03}\n").encode(), 1.0)
+    assert scanner.state.step_times_ms == [500.0, 250.0, 1500.0]
+    assert scanner.state.losses == [2.25]
+
+
+def test_user_regex_in_seconds() -> None:
+    scanner = scanner_for(
+        step_time={"regex": r"step (?P<step>\d+) (?P<time>[0-9.]+)s", "unit": "s"}
+    )
+    scanner.feed(b"step 1 0.25s\nstep 2 0.5s\n", 1.0)
+    assert scanner.state.step_times_ms == [250.0, 500.0]
+    assert scanner.state.last_step == 2
+
+
+def test_step_marker_is_timed_by_arrival() -> None:
+    spec = parse_command_spec({"command": [sys.executable], "step_marker": r"^STEP"})
+    scanner = OutputScanner([], [], step_parser(spec, 10.0))
+    scanner.feed(b"STEP\n", 10.5)
+    scanner.feed(b"noise\nSTEP\n", 11.25)
+    assert scanner.state.step_times_ms == [500.0, 750.0]
+
+
+def test_over_long_line_is_scanned_by_its_head_and_memory_stays_bounded() -> None:
+    spec = parse_command_spec({"command": [sys.executable], "step_time": "jsonl"})
+    failure, error = compiled_patterns(spec)
+    scanner = OutputScanner(failure, error, step_parser(spec, 0.0), max_line=1024)
+    scanner.feed(b"ModuleNotFoundError: No module named 'x' " + b"z" * 4000, 1.0)  # no newline
+    assert scanner.state.error is not None
+    for _ in range(100):  # 6.4 MB more of the same line: nothing of it is kept
+        scanner.feed(b"z" * 65536, 1.0)
+        assert len(scanner._carry) <= 1024
+    scanner.feed(b'zz\n{"step": 1, "step_time_ms": 3.0, "loss": 1.0}\n', 1.0)
+    assert scanner.state.step_times_ms == [3.0]
+
+
+def test_last_line_without_newline_is_scanned_at_the_end() -> None:
+    scanner = scanner_for()
+    scanner.feed(b"ok\nloss: inf", 1.0)
+    assert scanner.state.failure is None
+    scanner.finish(2.0)
+    assert scanner.state.failure is not None
+
+
+def test_live_step_callback_gets_the_last_step_of_each_chunk() -> None:
+    seen: list[tuple[int, float | None, float]] = []
+    spec = parse_command_spec({"command": [sys.executable], "step_time": "jsonl"})
+    scanner = OutputScanner(
+        [], [], step_parser(spec, 0.0), on_step=lambda s, loss, ms: seen.append((s, loss, ms))
+    )
+    scanner.feed(
+        b'{"step": 1, "step_time_ms": 3.0, "loss": 2.0}\n{"step": 2, "step_time_ms": 4.0, '
+        b'"loss": 1.5}\n',
+        1.0,
+    )
+    assert seen == [(1, 1.5, 4.0)]  # the second step line (counted from 0)
+    assert math.isclose(scanner.state.losses[0], 2.0)  # type: ignore[arg-type]

@@ -1,0 +1,377 @@
+"""Hostile configs (issue 18 §3, §4): each is refused with exit 2 and ONE line naming the file
+and the key (or line:column), quickly and without allocating what the file asks for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from oellm_autoexp.cli import main
+
+EXE = Path(sys.executable).with_name("oellm-autoexp")
+
+
+def _config(**sections: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "project": {"name": "p", "base_output_dir": "out"},
+        "backend": {"class_name": "CommandBackend", "argv": ["echo", "{lr}"]},
+        "sweep": {"axes": {"lr": [1, 2]}},
+    }
+    base.update(sections)
+    return base
+
+
+def _billion_laughs() -> str:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    previous = "a"
+    for name in "bcdefghi":
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    return "\n".join(lines) + "\n"
+
+
+def _alias_chain() -> str:
+    lines = ["a: &a " + "[" * 30 + "]" * 30]
+    for i in range(40):
+        previous = f"b{i - 1}" if i else "a"
+        lines.append(f"b{i}: &b{i} " + "[" * 30 + f"*{previous}" + "]" * 30)
+    return "\n".join(lines) + "\n"
+
+
+def _write(text: str | bytes) -> Callable[[Path], Path]:
+    def make(folder: Path) -> Path:
+        path = folder / "bad.yaml"
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8")
+        return path
+
+    return make
+
+
+def _fifo(folder: Path) -> Path:
+    path = folder / "fifo.yaml"
+    os.mkfifo(path)
+    return path
+
+
+def _dev_zero(folder: Path) -> Path:
+    path = folder / "zero.yaml"
+    path.symlink_to("/dev/zero")
+    return path
+
+
+def _directory(folder: Path) -> Path:
+    path = folder / "dir.yaml"
+    path.mkdir()
+    return path
+
+
+# (id, how to make the file, what the one line must say after "<file>")
+FILE_CORPUS = [
+    ("alias-bomb", _write(_billion_laughs()), ":7:4: more YAML nodes once aliases are expanded"),
+    ("recursive-alias", _write("a: &x [*x]\n"), ":1:4: recursive alias"),
+    (
+        "alias-chain-depth",  # each document level is shallow; the expanded nesting is not
+        _write(_alias_chain()),
+        ":2:5: nested too deeply once aliases are expanded (limit 64;",
+    ),
+    ("deep-flow", _write("a: " + "[" * 5000 + "]" * 5000 + "\n"), ":1:67: nested too deeply"),
+    (
+        "deep-block",
+        _write("".join("  " * i + f"k{i}:\n" for i in range(100)) + "  " * 100 + "x: 1\n"),
+        ":64:127: nested too deeply (limit 64; raise it with OELLM_AUTOEXP_MAX_YAML_DEPTH=N)",
+    ),
+    ("int-5000-digits", _write("a: " + "9" * 5000 + "\n"), ":1:4: integer of 5,000 characters"),
+    ("huge-float", _write("a: 1e999\n"), ":1:4: number 1e999 overflows a float"),
+    ("lone-surrogate", _write('a: "\\ud800"\n'), ":1:4: string holds a lone surrogate"),
+    ("utf-16", _write("a: 1\n".encode("utf-16")), ": not UTF-8 text (byte 0)"),
+    ("binary", _write(b"\x00\x01\x02\xff"), ": not UTF-8 text (byte 3)"),
+    ("unhashable-key", _write("? [a]\n: 1\n"), ":1:3: malformed YAML: found unhashable key"),
+    ("fifo", _fifo, ": not a regular file"),
+    ("dev-zero-link", _dev_zero, ": not a regular file"),
+    ("directory", _directory, ": not a regular file"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"), [c[1:] for c in FILE_CORPUS], ids=[c[0] for c in FILE_CORPUS]
+)
+def test_a_hostile_config_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: Callable[[Path], Path], expected: str
+) -> None:
+    path = make(tmp_path)
+    code = main(["plan", str(path), "--test-only", "never"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"oellm-autoexp: error: {path}{expected}"), err
+
+
+def _plan_subprocess(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`plan <folder>/main.yaml` in its own process: a hang fails by timeout, not forever."""
+    return subprocess.run(
+        [str(EXE), "plan", str(folder / "main.yaml"), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        cwd=folder,
+    )
+
+
+def test_a_fifo_in_a_defaults_tree_does_not_hang_plan(tmp_path: Path) -> None:
+    # Hydra composition used to read every *.yaml below the folder: one FIFO blocked forever.
+    (tmp_path / "main.yaml").write_text(yaml.safe_dump({"defaults": ["_self_"], **_config()}))
+    os.mkfifo(tmp_path / "stale.yaml")
+    done = _plan_subprocess(tmp_path, "--test-only", "never")
+    assert done.returncode == 2
+    assert (
+        done.stderr == f"oellm-autoexp: error: {tmp_path / 'stale.yaml'}: not a regular file "
+        "(a FIFO, device or broken link)\n"
+    )
+
+
+def test_an_alias_bomb_in_a_hydra_group_file_is_refused_before_hydra_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "grp").mkdir()
+    (tmp_path / "grp" / "bomb.yaml").write_text(_billion_laughs())
+    (tmp_path / "main.yaml").write_text(
+        yaml.safe_dump({"defaults": ["_self_", {"grp": "bomb"}], **_config()})
+    )
+    code = main(["plan", str(tmp_path / "main.yaml"), "--test-only", "never"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith(f"oellm-autoexp: error: {tmp_path / 'grp' / 'bomb.yaml'}:7:4: more YAML")
+
+
+def test_a_large_config_tree_is_bounded_and_the_limit_can_be_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "main.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "defaults": ["_self_"],
+                **_config(project={"name": "p", "base_output_dir": str(tmp_path / "out")}),
+            }
+        )
+    )
+    for i in range(4):
+        (tmp_path / f"other{i}.yaml").write_text("x: 1\n")
+    monkeypatch.setenv("OELLM_AUTOEXP_MAX_TREE_FILES", "3")
+    assert main(["plan", str(tmp_path / "main.yaml"), "--test-only", "never"]) == 2
+    assert (
+        "than the limit 3; raise it with OELLM_AUTOEXP_MAX_TREE_FILES=N" in capsys.readouterr().err
+    )
+    monkeypatch.setenv("OELLM_AUTOEXP_MAX_TREE_FILES", "10")
+    assert main(["plan", str(tmp_path / "main.yaml"), "--test-only", "never"]) == 0
+
+
+def _plan_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: dict[str, object]
+) -> tuple[int, str]:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(data))
+    code = main(
+        ["plan", str(path), f"project.base_output_dir={tmp_path / 'out'}", "--test-only", "never"]
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") <= 1, err
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        (
+            {
+                "restart_policies": [
+                    {
+                        "class_name": "CheckpointRestartPolicy",
+                        "checkpoint_glob": "{output_dir.__class__}/x",
+                    }
+                ]
+            },
+            "checkpoint_glob: bad template '{output_dir.__class__}/x': {output_dir.__class__}: "
+            "attribute and index access are not allowed",
+        ),
+        (
+            {"sweep": {"axes": {"lr": [1, 2]}, "name_template": "{lr.__class__}"}},
+            "sweep.name_template: cannot render '{lr.__class__}' for job 0: ValueError "
+            "{lr.__class__}: attribute and index access are not allowed",
+        ),
+        (
+            {"sweep": {"axes": {"lr": [1, 2]}, "name_template": "j{lr[0]}"}},
+            "attribute and index access are not allowed",
+        ),
+        (
+            {
+                "backend": {
+                    "class_name": "CommandBackend",
+                    "argv": ["echo", "{name.__init__.__globals__}"],
+                }
+            },
+            "backend.argv[1]: bad template",
+        ),
+        (
+            {"backend": {"class_name": "CommandBackend", "argv": ["echo", "{lr:>1500000000}"]}},
+            "width or precision above the limit 1,000; raise it with "
+            "OELLM_AUTOEXP_MAX_FORMAT_WIDTH=N",
+        ),
+        (
+            {"sweep": {"axes": {"lr": [1, 2]}, "name_template": "j{lr:.{index}}"}},
+            "nested fields in a format spec are not allowed",
+        ),
+        (
+            {
+                "sweep": {"axes": {f"a{i}": list(range(10)) for i in range(7)}},
+                "backend": {"class_name": "CommandBackend", "argv": ["echo"]},
+            },
+            "sweep.axes: the sweep has 10,000,000 combinations, more than the limit 100,000; "
+            "raise it with OELLM_AUTOEXP_MAX_JOBS=N",
+        ),
+        (
+            {
+                "sweep": {"axes": {f"a{i}": list(range(10)) for i in range(30)}},
+                "backend": {"class_name": "CommandBackend", "argv": ["echo"]},
+            },
+            "the sweep has about 10^30 combinations",
+        ),
+        (
+            {"slurm": {"sbatch": {"nodes": -2}}},
+            "slurm.sbatch.nodes: expected a count of at least 1",
+        ),
+        (
+            {"slurm": {"sbatch": {"nodes": 0}}},
+            "slurm.sbatch.nodes: expected a count of at least 1",
+        ),
+        (
+            {
+                "monitoring": {
+                    "class_name": "LogMonitor",
+                    "termination_str": "ok",
+                    "poll_interval_seconds": 0,
+                }
+            },
+            "monitoring.poll_interval_seconds: must be at least 0.1 seconds, got 0",
+        ),
+        (
+            {
+                "monitoring": {
+                    "class_name": "LogMonitor",
+                    "termination_str": "ok",
+                    "poll_interval_seconds": -5,
+                }
+            },
+            "monitoring.poll_interval_seconds: must be at least 0.1 seconds",
+        ),
+        (
+            {
+                "monitoring": {
+                    "class_name": "LogMonitor",
+                    "termination_str": "ok",
+                    "restart_backoff_seconds": -1,
+                }
+            },
+            "monitoring.restart_backoff_seconds: must be >= 0",
+        ),
+        (
+            {
+                "monitoring": {
+                    "class_name": "LogMonitor",
+                    "termination_str": "ok",
+                    "log_signals": [{"name": "x", "pattern": "(a)\\1"}],
+                }
+            },
+            "monitoring.log_signals[0].pattern: invalid regex for RE2 (no backreferences or "
+            "lookaround): invalid escape sequence: \\1",
+        ),
+    ],
+    ids=[
+        "checkpoint-glob-attribute",
+        "attribute-access",
+        "index-access",
+        "argv-attribute-access",
+        "format-width",
+        "nested-spec",
+        "sweep-10^7",
+        "sweep-10^30",
+        "nodes-negative",
+        "nodes-zero",
+        "poll-zero",
+        "poll-negative",
+        "backoff-negative",
+        "regex-backreference",
+    ],
+)
+def test_hostile_values_are_refused_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], section: dict[str, object], expected: str
+) -> None:
+    code, err = _plan_config(tmp_path, capsys, _config(**section))
+    assert code == 2
+    assert expected in err, err
+    assert err.startswith(f"oellm-autoexp: error: {tmp_path / 'c.yaml'}: "), err
+    assert not (tmp_path / "out" / "plans").exists()
+
+
+def test_the_sweep_limit_can_be_raised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _config(sweep={"axes": {"lr": list(range(12))}})
+    monkeypatch.setenv("OELLM_AUTOEXP_MAX_JOBS", "10")
+    code, err = _plan_config(tmp_path, capsys, data)
+    assert code == 2 and "12 combinations, more than the limit 10" in err
+    monkeypatch.setenv("OELLM_AUTOEXP_MAX_JOBS", "12")
+    assert _plan_config(tmp_path, capsys, data)[0] == 0
+
+
+def test_a_newline_in_an_override_is_shown_escaped_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _plan_config(tmp_path, capsys, _config())
+    assert code == 0
+    path = tmp_path / "c.yaml"
+    assert main(["plan", str(path), "project.name=a\nb"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"oellm-autoexp: error: {path}: override 'project.name=a\\nb' contains a control "
+        "character (newline, NUL, ...); no config value can carry one\n"
+    )
+
+
+def test_a_300_kb_bad_name_is_shortened(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _plan_config(
+        tmp_path, capsys, _config(project={"name": "x" * 300_000 + "/", "base_output_dir": "out"})
+    )
+    assert code == 2
+    assert "project.name" in err and "characters cut]" in err
+    assert len(err) < 1200
+
+
+def test_a_bad_flag_value_is_one_line_without_the_usage_block(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", "c.yaml", "--test-only", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "oellm-autoexp: error: Invalid value for '--test-only': 'bogus' is not one of 'auto', "
+        "'always', 'never'. (see oellm-autoexp plan --help)\n"
+    )
+
+
+def test_hydra_user_warnings_do_not_reach_the_user_when_composition_fails(tmp_path: Path) -> None:
+    (tmp_path / "grp").mkdir()
+    (tmp_path / "grp" / "o.yaml").write_text("a: 1\n")
+    (tmp_path / "main.yaml").write_text(yaml.safe_dump({"defaults": [{"grp": "o"}], **_config()}))
+    done = _plan_subprocess(tmp_path, "no.such.key=1")
+    assert done.returncode == 2
+    assert "UserWarning" not in done.stderr and "warnings.warn" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
