@@ -153,7 +153,13 @@ def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         assert isinstance(plain, dict)
         return {str(k): v for k, v in plain.items()}
-    sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if "sweep" in cfg else None
+    # A scalar `sweep:` is not a config node; the schema rejects it later with one line.
+    sweep_node = cfg.get("sweep")
+    sweep = (
+        OmegaConf.to_container(sweep_node, resolve=True)
+        if OmegaConf.is_config(sweep_node)
+        else None
+    )
     points: list[dict[str, Any]] = []
     if isinstance(sweep, dict):
         base = sweep.get("base") or {}
