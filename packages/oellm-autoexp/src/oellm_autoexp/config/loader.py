@@ -124,10 +124,11 @@ def _resolve_plain(raw: Any, overrides: Sequence[str], *, source: str) -> dict[s
 
     if not isinstance(raw, dict):
         raise ConfigError("expected a mapping at the top level", file=source)
-    cfg = OmegaConf.create(raw)
-    for override in overrides:
-        _apply_override(cfg, override, source=source)
     try:
+        # create() already parses interpolations: a bad `${` is an OmegaConf error here too.
+        cfg = OmegaConf.create(raw)
+        for override in overrides:
+            _apply_override(cfg, override, source=source)
         data = _resolve_with_derived(cfg, source=source)
     except OmegaConfBaseException as exc:
         raise _omegaconf_error(exc, source) from None
@@ -163,6 +164,12 @@ def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
     points: list[dict[str, Any]] = []
     if isinstance(sweep, dict):
         base = sweep.get("base") or {}
+        if not isinstance(base, dict):
+            raise ConfigError(
+                f"expected a mapping of key -> value, got {type(base).__name__}",
+                key="sweep.base",
+                file=source,
+            )
         try:
             points = [{**base, **point} for point in expand(sweep.get("axes"))]
         except ConfigError as exc:
