@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 DEV_TOOLS := ruff mypy types-PyYAML
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench fuzz clean
 
 $(STAMP): packages/aorta/pyproject.toml packages/triton-invariance/pyproject.toml \
           packages/oellm-autoexp/pyproject.toml constraints/cpu.txt Makefile
@@ -54,6 +54,14 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/autoexp_plan.py
 	$(BIN)/python benchmarks/megatron_plan.py
 	$(BIN)/python benchmarks/monitor_scale.py
+
+# Property-based fuzzing of the four loaders (fuzz/loaders.py) for FUZZ_SECONDS in total; fails
+# on a traceback, a hang over 5 s or 1 GiB of memory. Not part of CI (.ci/run runs the hostile
+# corpora); inputs that broke a loader are kept under fuzz-findings/.
+FUZZ_SECONDS ?= 60
+
+fuzz: $(STAMP)
+	$(BIN)/python fuzz/loaders.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -742,3 +742,15 @@ def test_ticket_may_not_take_the_no_ticket_folder_name(tmp_path: Path) -> None:
             steps=1,
             ticket="_no_ticket_",
         )
+
+
+def test_hostile_key_in_a_lone_surrogate_error_stays_one_line(tmp_path: Path) -> None:
+    # Found by fuzz/loaders.py: the key path echoed a key holding a newline and a lone
+    # surrogate verbatim, so the "one line" error had two (and could not be printed).
+    path = tmp_path / "r.json"
+    path.write_text('{"steps": {"a\\nb\\udb2a": "\\ud800"}}')
+    with pytest.raises(RecipeSchemaError) as info:
+        load_recipe(path)
+    assert str(info.value) == (
+        f"{path}: steps.a\\nb\\udb2a: string holds a lone surrogate (invalid Unicode)"
+    )

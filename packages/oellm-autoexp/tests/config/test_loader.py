@@ -265,3 +265,47 @@ def test_duplicate_key_is_an_error_not_last_one_wins(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert str(info.value).startswith(f"{path}:3:3: malformed YAML: found duplicate key 'name'")
+
+
+def test_scalar_sweep_next_to_interpolations_is_a_config_error(tmp_path: Path) -> None:
+    # Found by fuzz/loaders.py: `sweep: false` in a config with interpolations reached
+    # OmegaConf.to_container with a bool and raised ValueError instead of a one-line error.
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "project: {name: x, base_output_dir: ./out}\n"
+        "backend: {class_name: CommandBackend, argv: [echo, '{name}']}\n"
+        "sweep: false\n"
+        "slurm: {env: {T: '${oc.muli:2,3}'}}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    # The same one line as a scalar sweep in a config without interpolations.
+    assert str(info.value) == f"{path}: argument of type 'bool' is not iterable"
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        # Found by fuzz/loaders.py: OmegaConf.create parses interpolations and raised
+        # GrammarParseError outside the loader's OmegaConf error handling.
+        ("slurm: {env: {T: '${'}}\n", ": slurm.env.T: "),
+        # Found by fuzz/loaders.py: a list as sweep.base raised TypeError ({**base}).
+        (
+            "sweep: {axes: {lr: [1, 2]}, base: [{steps: 1}]}\n"
+            "slurm: {env: {T: '${oc.muli:2,3}'}}\n",
+            ": sweep.base: expected a mapping of key -> value, got list",
+        ),
+    ],
+)
+def test_fuzz_findings_in_the_config_loader_are_one_line(
+    tmp_path: Path, extra: str, expected: str
+) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "project: {name: x, base_output_dir: ./out}\n"
+        "backend: {class_name: CommandBackend, argv: [echo, '{name}']}\n" + extra
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(path)) and expected in message

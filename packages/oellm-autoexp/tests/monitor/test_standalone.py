@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 EXE = Path(sys.executable).with_name("oellm-autoexp")
@@ -154,3 +155,17 @@ def test_a_placeholder_inside_single_quotes_is_refused_with_the_variable_to_use(
     assert done.returncode == 2
     (message,) = done.stderr.strip().splitlines()
     assert "actions.oom: bad placeholder" in message and "$AUTOEXP_LINE" in message
+
+
+def test_watch_entry_with_non_string_keys_is_one_line(tmp_path: Path) -> None:
+    # Found by fuzz/loaders.py: an int key next to string keys made the unknown-key message
+    # sort mixed types and raise TypeError.
+    from oellm_autoexp.errors import ConfigError
+    from oellm_autoexp.monitor.standalone import parse_monitor_file
+
+    path = tmp_path / "m.yaml"
+    with pytest.raises(ConfigError) as info:
+        parse_monitor_file({"watch": [{"name": "a", "log": "/l", 4638: 1, "zz": 2}]}, path)
+    assert str(info.value) == (
+        f"{path}: watch[0]: unknown key(s) 4638, zz (known: job_id, log, name, output_paths)"
+    )

@@ -124,10 +124,11 @@ def _resolve_plain(raw: Any, overrides: Sequence[str], *, source: str) -> dict[s
 
     if not isinstance(raw, dict):
         raise ConfigError("expected a mapping at the top level", file=source)
-    cfg = OmegaConf.create(raw)
-    for override in overrides:
-        _apply_override(cfg, override, source=source)
     try:
+        # create() already parses interpolations: a bad `${` is an OmegaConf error here too.
+        cfg = OmegaConf.create(raw)
+        for override in overrides:
+            _apply_override(cfg, override, source=source)
         data = _resolve_with_derived(cfg, source=source)
     except OmegaConfBaseException as exc:
         raise _omegaconf_error(exc, source) from None
@@ -153,10 +154,22 @@ def _resolve_with_derived(cfg: Any, *, source: str) -> dict[str, Any]:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         assert isinstance(plain, dict)
         return {str(k): v for k, v in plain.items()}
-    sweep = OmegaConf.to_container(cfg.sweep, resolve=True) if "sweep" in cfg else None
+    # A scalar `sweep:` is not a config node; the schema rejects it later with one line.
+    sweep_node = cfg.get("sweep")
+    sweep = (
+        OmegaConf.to_container(sweep_node, resolve=True)
+        if OmegaConf.is_config(sweep_node)
+        else None
+    )
     points: list[dict[str, Any]] = []
     if isinstance(sweep, dict):
         base = sweep.get("base") or {}
+        if not isinstance(base, dict):
+            raise ConfigError(
+                f"expected a mapping of key -> value, got {type(base).__name__}",
+                key="sweep.base",
+                file=source,
+            )
         try:
             points = [{**base, **point} for point in expand(sweep.get("axes"))]
         except ConfigError as exc:

@@ -144,7 +144,8 @@ def parse_monitor_file(data: Mapping[str, Any], path: Path) -> MonitorFile:
 def _watch_entry(item: Any, key: str, path: Path) -> WatchEntry:
     if not isinstance(item, Mapping):
         raise ConfigError("expected a mapping with name and log", key=key, file=path)
-    unknown = sorted(set(item) - WATCH_KEYS)
+    # str(): YAML keys may be ints or null, which do not sort with strings.
+    unknown = sorted(map(str, set(item) - WATCH_KEYS))
     if unknown:
         raise ConfigError(
             f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(WATCH_KEYS))})",

@@ -150,8 +150,14 @@ def _check_values(label: str, data: object) -> None:
         _check_each_value(label, data)
     except _TooDeepError as exc:
         raise RecipeSchemaError(
-            f"{label}: {str(exc)[:200]}: nested deeper than {MAX_NESTING} levels"
+            f"{label}: {_key_path(str(exc))}: nested deeper than {MAX_NESTING} levels"
         ) from None
+
+
+def _key_path(path: str) -> str:
+    """A key path fit for a one-line message: the keys are the file's own text, and a key
+    holding a newline or a lone surrogate would break the line (or the terminal) otherwise."""
+    return ascii(path[:200])[1:-1]
 
 
 def _check_each_value(label: str, data: object) -> None:
@@ -161,7 +167,7 @@ def _check_each_value(label: str, data: object) -> None:
                 value.encode("utf-8")
             except UnicodeEncodeError:
                 raise RecipeSchemaError(
-                    f"{label}: {path[:200] or '<top>'}: string holds a lone surrogate"
+                    f"{label}: {_key_path(path) or '<top>'}: string holds a lone surrogate"
                     " (invalid Unicode)"
                 ) from None
 
