@@ -234,3 +234,18 @@ def test_fsdp_without_torch_is_an_error_that_says_how_to_install_it(tmp_path: Pa
     assert data["outcome"] == "error" and data["passed"] is False
     assert data["failure"].startswith("workload import error: ModuleNotFoundError")
     assert data["failure"].endswith("install it with: pip install 'aorta[torch]'")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "-w", "fsdp", "-n", "0"],
+        ["triage", "run", "--mode", "matrix", "--workload", "fsdp", "--trials", "zero"],
+        ["run", "--no-such-flag"],
+    ],
+)
+def test_a_bad_flag_value_is_exactly_one_line_not_clicks_usage_block(argv: list[str]) -> None:
+    done = subprocess.run([AORTA, *argv], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("aorta: error: ") and "--help)" in done.stderr

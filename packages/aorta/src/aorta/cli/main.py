@@ -47,8 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as exc:  # --help, --version
         return exc.exit_code
-    except click.ClickException as exc:  # bad flags: click's own one-line message
-        exc.show()
+    except click.ClickException as exc:  # a bad flag or value: one line, not click's usage block
+        ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+        hint = f" (see {ctx.command_path} --help)" if ctx else ""
+        message = exc.format_message().replace("\n", " ")
+        click.echo(f"aorta: error: {message}{hint}", err=True)
         return EXIT_USAGE
     except AortaUsageError as exc:
         # Several problems (a recipe with many mistakes) come one per line, each prefixed.
