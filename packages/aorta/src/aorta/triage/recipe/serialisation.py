@@ -19,6 +19,7 @@ from aorta.triage.names import image_ref_problem
 from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
 from aorta.triage.recipe.validation import (
     Where,
+    boolean,
     check_baseline,
     check_keys,
     check_unique,
@@ -188,12 +189,6 @@ def _optional_string(where: Where, path: str, value: object) -> str | None:
     return None if value is None else string(where, path, value)
 
 
-def _boolean(where: Where, path: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        where.fail(path, "expected true or false", value)
-    return value
-
-
 def _registry_name(where: Where, path: str, value: object) -> str:
     name = string(where, path, value)
     try:
@@ -229,7 +224,7 @@ def _environment(where: Where, path: str, value: object) -> Environment:
         or INLINE_SOURCE_PACKAGE,
         image=image,
         python=python,
-        rocm=_boolean(where, join_path(path, "rocm"), data.get("rocm", False)),
+        rocm=boolean(where, join_path(path, "rocm"), data.get("rocm", False)),
         env=extra_env_mapping(where, join_path(path, "env"), data.get("env", {})),
     )
 
@@ -244,7 +239,7 @@ def _mitigation(where: Where, path: str, value: object) -> Mitigation:
             where, join_path(path, "source_package"), data.get("source_package")
         )
         or "unknown",
-        process_scoped=_boolean(
+        process_scoped=boolean(
             where, join_path(path, "process_scoped"), data.get("process_scoped", False)
         ),
     )
@@ -365,7 +360,7 @@ def recipe_from_resolved(
         order_seed=order_seed(where, "order_seed", top.get("order_seed", 0)),
         # Absent in files written before it existed. Not checked against the installed
         # extra: re-analysis reads this file without running anything.
-        fingerprint_kernels=_boolean(
+        fingerprint_kernels=boolean(
             where, "fingerprint_kernels", top.get("fingerprint_kernels", False)
         ),
     )

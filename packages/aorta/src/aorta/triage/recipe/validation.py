@@ -219,6 +219,13 @@ def stop_after_failures(where: Where, path: str, value: object) -> int | None:
     return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
 
 
+def boolean(where: Where, path: str, value: object) -> bool:
+    """`value` if it is a YAML/JSON boolean (no truthy strings or numbers)."""
+    if not isinstance(value, bool):
+        where.fail(path, "expected true or false", value)
+    return value
+
+
 def string(where: Where, path: str, value: object) -> str:
     """`value` if it is a string (YAML scalars such as dates are refused, not converted)."""
     if not isinstance(value, str):
@@ -581,8 +588,7 @@ def invariance_installed() -> bool:
 def _fingerprint_kernels(where: Where, value: object, command: CommandSpec | None) -> bool:
     """The `fingerprint_kernels` flag: a boolean; true only with the extra installed and a
     registered workload."""
-    if not isinstance(value, bool):
-        where.fail("fingerprint_kernels", "expected true or false", value)
+    value = boolean(where, "fingerprint_kernels", value)
     if value and command is not None:
         # aorta cannot look inside a command's processes: the column would claim "0 changed"
         # without having seen a single kernel.
