@@ -17,6 +17,7 @@ from typing import Any
 
 from oellm_autoexp.config.schema import SlurmConfig
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.slurm.topology import NODE_COUNT
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
 # What the renderer hands every template. A template may use only these ...
@@ -56,7 +57,6 @@ _DIRECTIVE_VALUE = re.compile(r"[^\s'\"\\\x00-\x1f\x7f]+")
 # One sbatch option as a `#SBATCH` line may carry it (shared with the lint in `validate`).
 DIRECTIVE_OPTION = r"--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?"
 # --nodes: N, MIN-MAX or a list of counts, each at least 1 (sbatch reads "-2" as an option).
-_NODES = re.compile(r"[1-9]\d*(?:-[1-9]\d*)?(?:,[1-9]\d*)*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -148,7 +148,7 @@ def directive_lines(sbatch: Mapping[str, Any], *, key: str = "slurm.sbatch") -> 
             continue
         text = str(value)
         check_directive_text(text, key=where)
-        if name == "nodes" and not _NODES.fullmatch(text):
+        if name == "nodes" and not NODE_COUNT.fullmatch(text):
             raise ConfigError(
                 f"expected a node count of at least 1 (N, MIN-MAX or N,M,...), got {_shown(text)}",
                 key=where,

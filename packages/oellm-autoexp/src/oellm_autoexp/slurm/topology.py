@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
 
+# What sbatch accepts as a count: N, MIN-MAX or N,M,... (each at least 1).
+NODE_COUNT = re.compile(r"[1-9]\d*(?:-[1-9]\d*)?(?:,[1-9]\d*)*")
+
 if TYPE_CHECKING:
     from oellm_autoexp.backends.base import JobContext
     from oellm_autoexp.config.schema import SlurmConfig
@@ -64,9 +67,9 @@ def _count(value: Any, *, key: str, default: int | None = None) -> int | None:
     text = str(value)
     if not isinstance(value, bool) and re.fullmatch(r"[1-9]\d*", text):
         return int(text)
-    # A range or list (`2-4`, `2,4`) is valid for sbatch but no fixed size; the renderer checks
-    # the forms sbatch accepts, so the two never disagree on what is valid.
-    if re.fullmatch(r"[1-9]\d*(?:-[1-9]\d*)?(?:,[1-9]\d*)*", text):
+    # A range or list (`2-4`, `2,4`) is valid for sbatch but no fixed size. The renderer checks
+    # `--nodes` with the same `NODE_COUNT`, so the two never disagree on what is valid.
+    if NODE_COUNT.fullmatch(text):
         return None
     raise ConfigError(f"expected a count of at least 1, got {value!r}", key=key)
 
