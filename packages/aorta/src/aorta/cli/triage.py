@@ -84,11 +84,11 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
 
 def _command_settings(spec: CommandSpec) -> str:
     """The command workload's settings as `key=value` words (the argv is shown per cell)."""
-    settings = {key: value for key, value in spec.to_dict().items() if key != "command"}
-    step_time = settings.get("step_time", "none")
+    rest = {key: value for key, value in spec.to_dict().items() if key != "command"}
+    step_time = rest.pop("step_time", "none")
     if isinstance(step_time, dict):
         step_time = f"regex {step_time['regex']!r} ({step_time['unit']})"
-    settings["step_time"] = step_time
+    settings = {"step_time": step_time, **rest}
     return " ".join(f"{key}={value}" for key, value in settings.items())
 
 
