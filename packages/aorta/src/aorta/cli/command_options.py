@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from aorta.runner.command.spec import KEEP_LOGS, TIME_UNITS
+from aorta.runner.command.spec import KEEP_LOGS, STEP_PRESETS, TIME_UNITS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,7 +63,8 @@ def command_options(func: F) -> F:
             "--step-time",
             metavar="PRESET|REGEX",
             help="Command workloads: how to read step times and losses: a preset name "
-            "(docs/triage.md), or a regex with a (?P<time>...) group (and optional step, loss).",
+            f"({', '.join(STEP_PRESETS)}), or a regex with a (?P<time>...) group (and optional "
+            "step, loss groups).",
         ),
     ]
     for option in options:
