@@ -227,6 +227,11 @@ def _error_reason(result: TrialResult) -> str:
     return f"trial {result.trial_id}: {result.failure or 'error (no reason recorded)'}"
 
 
+# The error of a cell an interrupted run never reached: it did not fail, it did not run.
+NOT_RUN = "not run: the run was interrupted before this cell"
+_NOT_RUN_TEXT = "was not run (the run was interrupted before it)"
+
+
 def error_cell(name: str, reason: str, *, trials_requested: int = 0) -> CellStats:
     """A cell that failed as a whole (e.g. its docker image could not be pulled).
 
@@ -483,8 +488,11 @@ def _pct(rate: float) -> str:
 
 def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
     """Per-cell problems a reader must see (the baseline's own are reported separately)."""
+    if cell.error is not None and not is_baseline:
+        happened = _NOT_RUN_TEXT if cell.error == NOT_RUN else f"failed: {cell.error}"
+        return [f"cell {cell.name} {happened}"]
     if cell.error is not None:
-        return [] if is_baseline else [f"cell {cell.name} failed: {cell.error}"]
+        return []
     found: list[str] = []
     if cell.error_count:
         found.append(
@@ -573,7 +581,9 @@ def build_matrix(
 
     base = cells[names.index(baseline)]
     warnings: list[str] = []
-    if base.error is not None:
+    if base.error == NOT_RUN:
+        warnings.append(f"baseline cell {baseline} {_NOT_RUN_TEXT}: ratios are n/a")
+    elif base.error is not None:
         warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
     elif base.mean_step_time_ms is None:
         warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")

@@ -108,14 +108,20 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
     (`2026-04-28T14:12:03Z`). Raises `ValueError` if the ticket or workload is not a safe
     directory name (the recipe loader already guarantees it; this guards other callers).
     """
+    run_dir = create_run_dir(
+        runs_parent(output_root, recipe), dir_stamp(now), root=Path(output_root)
+    )
+    return run_dir, iso_stamp(now)
+
+
+def runs_parent(output_root: Path, recipe: Recipe) -> Path:
+    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
     ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
     for what, name in (("ticket", ticket), ("workload", recipe.workload)):
         problem = safe_name_problem(name)
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, dir_stamp(now), root=Path(output_root))
-    return run_dir, iso_stamp(now)
+    return Path(output_root) / ticket / recipe.workload
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:

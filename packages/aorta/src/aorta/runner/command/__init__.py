@@ -5,6 +5,7 @@ to `trial_<id>.log` and scanned as it arrives for failure and error patterns and
 lines; a per-trial timeout and a hang detector end it; the whole group is stopped afterwards.
 
 * `spec`      the validated settings of a command workload (`CommandSpec`) and its argv.
+* `flags`     the same settings as command-line flags (`--step-time`, `--keep-logs`, ...).
 * `patterns`  the default failure / error patterns.
 * `steps`     step-time presets and parsers (megatron, hf, jsonl, a regex, a marker).
 * `scanner`   bounded, chunked scanning of the output stream.

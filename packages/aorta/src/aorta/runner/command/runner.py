@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.instrumentation.redaction import redact_environ
+from aorta.runner.command.logtail import last_line, log_tail
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
 from aorta.runner.environ import merge_env
@@ -25,6 +27,26 @@ from aorta.runner.ownership import owning_trial
 from aorta.runner.reporting import TrialReporter
 from aorta.runner.resolve import request_mitigations
 from aorta.runner.trials import step_hook
+
+
+def trial_directory(request: RunRequest, trial_id: int) -> Path:
+    """The trial's `{output_dir}`: `trial_<id>/` next to its JSON."""
+    return request.output_dir / f"trial_{trial_id}"
+
+
+def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
+    """The argv trial `trial_id` of a command request runs: the command, then the cell's
+    `command_args`, with every placeholder filled (`--dry-run` shows it for trial 0)."""
+    spec = request.command
+    assert spec is not None  # a command request
+    values = {
+        "seed": request.trial_seed(trial_id),
+        "trial_id": trial_id,
+        "steps": request.steps,
+        "output_dir": str(trial_directory(request, trial_id).resolve()),
+        "cell": request.cell,
+    }
+    return render_argv([*spec.command, *request.command_args], values)
 
 
 def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
@@ -72,7 +94,6 @@ class CommandTrialSession:
     reporter: TrialReporter
     trial_env: dict[str, str]
     process_env: dict[str, str]
-    argv: list[str]
 
     @property
     def execution(self) -> Execution:
@@ -84,22 +105,14 @@ class CommandTrialSession:
         request, reporter = self.request, self.reporter
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
-        trial_dir = request.output_dir / f"trial_{trial_id}"
-        values = {
-            "seed": seed,
-            "trial_id": trial_id,
-            "steps": request.steps,
-            "output_dir": str(trial_dir.resolve()),
-            "cell": request.cell,
-        }
         started_at = utc_timestamp()
         with owning_trial(request.output_dir, trial_id) as owner:
             out = run_command_trial(
                 self.spec,
-                render_argv(self.argv, values),
+                trial_argv(request, trial_id),
                 self.process_env,
                 log_path=request.output_dir / f"trial_{trial_id}.log",
-                trial_dir=trial_dir,
+                trial_dir=trial_directory(request, trial_id),
                 steps=request.steps,
                 on_step=step_hook(reporter, trial_id),
                 owner=owner,
@@ -117,6 +130,14 @@ class CommandTrialSession:
         started_at: str,
         out: CommandTrialOutcome,
     ) -> TrialResult:
+        reason, tail = out.reason, None
+        if out.outcome == "error":
+            # Why it crashed is in the log's last lines: the tail goes where a traceback goes
+            # (error.txt), its last line into the one-line reason.
+            tail = log_tail(out.log_path)
+            last = last_line(tail)
+            if reason is not None and last is not None and last not in reason:
+                reason = f"{reason}; last output: {last}"
         return TrialResult(
             trial_id=trial_id,
             workload=request.workload,
@@ -126,7 +147,8 @@ class CommandTrialSession:
             steps=request.steps,
             passed=out.outcome == "passed",
             outcome=out.outcome,
-            failure=out.reason,
+            failure=reason,
+            traceback=tail,
             step_times_ms=out.step_times_ms,
             warmup_steps=out.warmup_steps,
             losses=out.losses,
@@ -157,5 +179,4 @@ def open_command_trials(request: RunRequest, reporter: TrialReporter) -> Command
         reporter=reporter,
         trial_env=trial_env,
         process_env={**os.environ, **trial_env},
-        argv=[*spec.command, *request.command_args],
     )
