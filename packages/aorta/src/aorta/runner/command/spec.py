@@ -4,6 +4,7 @@ A command workload is a mapping (the recipe's `workload:` or the flag mode's `--
 
     command: [torchrun, --nproc_per_node=8, pretrain_gpt.py, --seed, "{seed}"]
     step_time: megatron          # or {regex: ..., unit: ms|s}, or step_marker: REGEX
+    clock: auto                  # what times the step lines: auto | log | arrival | cpu
     hang_after: 300              # seconds without output -> error "hang"
     timeout: 7200                # seconds per trial -> error "timeout"
 
@@ -29,17 +30,21 @@ PLACEHOLDERS: Final = ("cell", "output_dir", "seed", "steps", "trial_id")
 STEP_PRESETS: Final = ("hf", "jsonl", "megatron")
 TIME_UNITS: Final = ("ms", "s")
 KEEP_LOGS: Final = ("failed", "all", "none")
+# What times the step lines (see aorta.runner.command.clocks).
+STEP_CLOCKS: Final = ("auto", "log", "arrival", "cpu")
 # The named group a `step_time` regex must have; `step` and `loss` are optional.
 TIME_GROUP: Final = "time"
 DEFAULT_KILL_GRACE_S: Final = 10.0
 
 KeepLogs = Literal["failed", "all", "none"]
+StepClockChoice = Literal["auto", "log", "arrival", "cpu"]
 
 _KNOWN_KEYS: Final = frozenset(
     {
         "command",
         "step_time",
         "step_marker",
+        "clock",
         "warmup_steps",
         "hang_after",
         "hang_is_failure",
@@ -76,6 +81,7 @@ class CommandSpec:
     command: tuple[str, ...]
     step_time: str | StepRegex | None = None
     step_marker: str | None = None
+    step_clock: StepClockChoice = "auto"  # the `clock:` key
     warmup_steps: int | None = None  # None: min(3, steps // 5), as for in-tree workloads
     hang_after: float | None = None
     hang_is_failure: bool = False
@@ -91,8 +97,13 @@ class CommandSpec:
     cwd: str | None = None
 
     @property
-    def clock(self) -> Literal["log", "arrival", "none"]:
-        """Where step times come from: the log's own numbers, arrival of lines, or nowhere."""
+    def clock(self) -> Literal["log", "arrival", "cpu", "none"]:
+        """Where step times come from: the log's own numbers, arrival of lines, the process
+        tree's CPU time, or nowhere (no step lines asked for)."""
+        if self.step_time is None and self.step_marker is None:
+            return "none"
+        if self.step_clock in ("arrival", "cpu"):
+            return self.step_clock
         if self.step_time is not None:
             return "log"
         return "arrival" if self.step_marker is not None else "none"
@@ -118,6 +129,7 @@ class CommandSpec:
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         data.update(
+            clock=self.step_clock,
             hang_is_failure=self.hang_is_failure,
             kill_grace=self.kill_grace,
             failure_patterns=list(self.failure_patterns),
@@ -246,6 +258,31 @@ def _step_time(value: object, where: str) -> str | StepRegex | None:
     raise CommandSpecError(f"{where}: expected a preset name or a mapping, got {value!r}")
 
 
+def _step_clock(
+    value: object, step_time: str | StepRegex | None, step_marker: str | None, where: str
+) -> StepClockChoice:
+    if value not in STEP_CLOCKS:
+        raise CommandSpecError(f"{where}: expected one of {', '.join(STEP_CLOCKS)}, got {value!r}")
+    if value == "log" and step_time is None:
+        raise CommandSpecError(
+            f"{where}: 'log' reads the step times the command prints: it needs step_time "
+            "(with step_marker use arrival or cpu)"
+        )
+    if value in ("arrival", "cpu") and step_time is None and step_marker is None:
+        raise CommandSpecError(
+            f"{where}: {value!r} times step lines: it needs step_time or step_marker"
+        )
+    if value == "cpu":
+        from aorta.runner.command.cpu_clock import cpu_clock_available
+
+        if not cpu_clock_available():
+            raise CommandSpecError(
+                f"{where}: 'cpu' reads the CPU time of the trial's processes from /proc, "
+                "which this system does not have"
+            )
+    return value
+
+
 def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> CommandSpec:
     """Validate a command workload mapping; raises `CommandSpecError` naming the bad key."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
@@ -271,6 +308,7 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
             raise CommandSpecError(
                 f"{where}.step_marker: give either step_time or step_marker, not both"
             )
+    clock = _step_clock(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
     warmup = data.get("warmup_steps", "auto")
     if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
         raise CommandSpecError(f"{where}.warmup_steps: expected 'auto' or an integer >= 0")
@@ -298,6 +336,7 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
         command=command,
         step_time=step_time,
         step_marker=step_marker,
+        step_clock=clock,
         warmup_steps=None if warmup == "auto" else warmup,
         hang_after=_seconds(data.get("hang_after"), f"{where}.hang_after"),
         hang_is_failure=_flag(data.get("hang_is_failure", False), f"{where}.hang_is_failure"),
