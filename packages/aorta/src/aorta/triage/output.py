@@ -45,7 +45,7 @@ from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
-from aorta.triage.step_sources import load_range, sources_summary
+from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
 
 __all__ = [
     "JSON_NAME",
@@ -546,6 +546,8 @@ def _notes(report: MatrixReport) -> list[str]:
             "of them compiled); matrix.json names them. 0: no Triton kernel's compiled numerics "
             "changed; `n/a`: one side recorded no fingerprints."
         )
+    if sources_summary([row.stats for row in matrix.rows]) is not None:
+        bullets.append(SOURCES_NOTE)
     bullets.extend(_one_line(note) for note in matrix.notes)
     return [f"- {bullet}" for bullet in bullets]
 

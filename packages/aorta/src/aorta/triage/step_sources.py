@@ -36,6 +36,19 @@ VARIED_FRACTION: Final = 0.5
 _VARIED_MIN: Final = 1.0
 
 
+# The Notes bullet that explains the **Step times from** line of matrix.md.
+SOURCES_NOTE: Final = (
+    "Step times from says what timed each cell's steps: `log (<format>)` the times the command "
+    "printed, read in that format; `arrival` the time between its step lines as they reached "
+    "aorta; `cpu` the CPU time of the trial's whole process tree per step (`clock: cpu`: "
+    "unmoved by the host's load, blind to GPU and I/O waits); `workload <clock>` an in-tree "
+    "workload's own clock. Step-time ratios compare like with like only: a warning says when "
+    "cells (or one cell's trials) were timed differently. Host load is the range of the "
+    "1-minute load average sampled during the trials timed by a wall clock (log, arrival, "
+    "workload wall)."
+)
+
+
 class SourcedTrial(Protocol):
     """What this module needs of a trial (`aorta.triage.matrix.TrialSummary` has it)."""
 

@@ -43,6 +43,7 @@ def run(
     )
     assert out.outcome == "passed", out.reason
     assert out.clock == clock and len(out.step_times_ms) == STEPS - 1
+    assert out.host_load is not None and out.host_load.samples >= 2  # start and end
     return out
 
 
