@@ -63,6 +63,6 @@ def test_cpu_clock_runs_end_to_end_and_is_reported(tmp_path: Path) -> None:
     assert len(idle) == 3 and all(t < 30.0 for t in idle)  # sleeping costs no CPU
     md = (run_dir / "matrix.md").read_text()
     assert "**Step times from**: cpu (every cell)" in md.splitlines()
-    assert "Host load" not in md  # no wall clock timed any step
+    assert "**Host load during the run**" not in md  # no wall clock timed any step
     cells = {c["name"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
     assert cells["sleep"]["time_sources"] == ["cpu"]

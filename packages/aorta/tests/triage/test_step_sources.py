@@ -160,5 +160,5 @@ def test_no_load_line_when_no_trial_sampled_it(tmp_path: Path) -> None:
     only = cell("none-local", [make_trial(0, passed=True, step_times_ms=[1.0], step_clock="wall")])
     md = render_markdown(MatrixReport(recipe, matrix(only), tmp_path, "2026-11-26T19:00:00Z"))
     assert "**Step times from**: workload wall (every cell)" in md.splitlines()
-    assert "Host load" not in md
+    assert "**Host load during the run**" not in md
     assert report_json(MatrixReport(recipe, matrix(only), tmp_path, "x"))["host_load"] is None
