@@ -66,6 +66,8 @@ def clock_warnings(found: Matrix) -> list[str]:
         (make_trial(0, passed=True, step_times_ms=[1.0], step_clock="wall"), "workload wall"),
         (make_trial(0, passed=True, step_times_ms=[1.0], step_clock="cpu"), "workload cpu"),
         (make_trial(0, passed=True, step_times_ms=[1.0]), "undeclared"),
+        (command_trial(0, "log", step_format="x\n> **Warning**: fake"), "log"),
+        (command_trial(0, "cpu\n# heading"), "undeclared"),
     ],
 )
 def test_time_source_of_a_trial_record(trial: TrialResult, source: str) -> None:

@@ -21,6 +21,7 @@ Pure functions over trial summaries (`aorta.triage.matrix.TrialSummary` has what
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -34,6 +35,8 @@ CPU_SOURCES: Final = frozenset({"cpu", "workload cpu"})
 # The load is "varied a lot" when its range exceeds this fraction of the host's CPUs (and 1.0).
 VARIED_FRACTION: Final = 0.5
 _VARIED_MIN: Final = 1.0
+# Clock and format names come from trial files, which matrix.md prints: plain short names only.
+_NAME: Final = re.compile(r"[A-Za-z0-9_.+-]{1,40}")
 
 
 # The Notes bullet that explains the **Step times from** line of matrix.md.
@@ -97,14 +100,22 @@ class SourcedCell(Protocol):
         ...
 
 
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and _NAME.fullmatch(value) else None
+
+
 def time_source(result: TrialResult) -> str:
-    """The source of one trial's step times (see the module docstring)."""
-    clock = result.step_clock
+    """The source of one trial's step times (see the module docstring).
+
+    A clock or format name that is not a plain short name (a damaged trial file) reads as
+    not recorded.
+    """
+    clock = _name(result.step_clock)
     if result.command is None:
         return f"workload {clock}" if clock else UNDECLARED
     if clock == "log":
-        step_format = result.command.get("step_format")
-        return f"log ({step_format})" if isinstance(step_format, str) and step_format else "log"
+        step_format = _name(result.command.get("step_format"))
+        return f"log ({step_format})" if step_format else "log"
     return clock or UNDECLARED
 
 

@@ -7,6 +7,8 @@ lines; a per-trial timeout and a hang detector end it; the whole group is stoppe
 * `spec`      the validated settings of a command workload (`CommandSpec`) and its argv.
 * `patterns`  the default failure / error patterns.
 * `steps`     step-time presets and parsers (megatron, hf, jsonl, a regex, a marker).
+* `clocks`    what times the step lines (`clock: auto | log | arrival | cpu`).
+* `cpu_clock` CPU time of a trial's process tree (`clock: cpu`).
 * `scanner`   bounded, chunked scanning of the output stream.
 * `process`   process-group start, stop and membership.
 * `trial`     one trial end to end, and how its outcome is decided.

@@ -104,9 +104,7 @@ class CommandSpec:
             return "none"
         if self.step_clock in ("arrival", "cpu"):
             return self.step_clock
-        if self.step_time is not None:
-            return "log"
-        return "arrival" if self.step_marker is not None else "none"
+        return "log" if self.step_time is not None else "arrival"
 
     def warmup_for(self, steps: int) -> int:
         """Leading step lines excluded from the step times of a trial of `steps` steps."""
