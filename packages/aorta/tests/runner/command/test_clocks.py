@@ -63,6 +63,18 @@ def test_interval_clock_shares_a_chunk_between_its_step_lines() -> None:
     assert event.time_ms == pytest.approx(500.0) and event.step == 4
 
 
+def test_interval_clock_gives_the_time_per_iteration_of_a_line_every_n_steps() -> None:
+    readings = iter([1.0, 3.0, 4.0])
+    inner = RegexSteps(compile_pattern(STEP_TIME["regex"], "step_time"), "ms")
+    steps = IntervalSteps(inner, lambda _arrival: next(readings), 0.0)
+    assert [e.time_ms for _, e in steps.events("step 10 printed 1 ms\n", 0.0)] == [1000.0]
+    # 2 s over iterations 11..20: 200 ms per iteration, as Megatron's own figure reads
+    assert [e.time_ms for _, e in steps.events("step 20 printed 1 ms\n", 0.0)] == [200.0]
+    # a chunk of two lines, 20 iterations, 1 s: 50 ms per iteration for each line
+    both = steps.events("step 30 printed 1 ms\nstep 40 printed 1 ms\n", 0.0)
+    assert [e.time_ms for _, e in both] == pytest.approx([50.0, 50.0])
+
+
 def test_cpu_clock_counts_busy_steps_and_not_sleeping_ones(tmp_path: Path) -> None:
     busy = run(tmp_path, "busy", "cpu")
     asleep = run(tmp_path, "sleep", "cpu")

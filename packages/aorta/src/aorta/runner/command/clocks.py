@@ -10,9 +10,11 @@ what each step's time is:
   (`aorta.runner.command.cpu_clock`), immune to the host's load;
 * `auto` (default): `log` when the step lines carry printed times, else `arrival`.
 
-Lines read in one chunk arrived together: an interval clock (arrival, cpu) gives each of the
-k step lines of a chunk an equal 1/k share of the interval since the previous step line, so
-the steps' sum (and mean) stays right even when a burst of lines is read at once.
+An interval clock (arrival, cpu) reports, like Megatron's "elapsed time per iteration", the
+time per *iteration*: the interval since the previous step line divided by the iterations it
+covers, i.e. by the step-number difference when both lines number their step (a log every 10
+iterations), else by 1 per line. Lines read in one chunk arrived together, so they share that
+chunk's interval the same way: the mean stays right even when a burst of lines is read at once.
 """
 
 from __future__ import annotations
@@ -37,15 +39,26 @@ class IntervalSteps:
         self.inner = inner
         self.read = read
         self._last = start
+        self._last_step: int | None = None
+
+    def _iterations(self, steps: list[int | None]) -> int:
+        """Iterations covered by step lines numbered `steps` since the previous step line."""
+        total = 0
+        for step in steps:
+            last = self._last_step
+            total += step - last if step is not None and last is not None and step > last else 1
+            if step is not None:
+                self._last_step = step
+        return total
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`: the inner parser's events, step times replaced."""
         found = self.inner.events(text, arrival)
-        ends = sum(1 for _, event in found if event.time_ms is not None)
-        if not ends:
+        steps = [event.step for _, event in found if event.time_ms is not None]
+        if not steps:
             return found  # the clock is read only for step lines: loss lines cost nothing
         now = max(self.read(arrival), self._last)
-        share_ms = (now - self._last) * 1000.0 / ends
+        share_ms = (now - self._last) * 1000.0 / self._iterations(steps)
         self._last = now
         return [
             (pos, event if event.time_ms is None else replace(event, time_ms=share_ms))
