@@ -82,11 +82,11 @@ class TrialSummary:
     env_applied: Mapping[str, str] = field(default_factory=dict)
     execution: str = "in_process"  # in_process / child_process
     step_clock: str | None = None  # what its step times measure; None: not declared
-    outcome: Outcome = "passed"
-    host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
     # Where its step times came from (`step_sources.time_source`), the host's load meanwhile.
     time_source: str | None = None
     host_load: HostLoad | None = None
+    outcome: Outcome = "passed"
+    host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
 
     @property
     def measured(self) -> bool:
@@ -291,10 +291,10 @@ def aggregate_cell(
             env_applied=dict(r.env_applied),
             execution=r.execution,
             step_clock=r.step_clock,
-            outcome=r.outcome,
-            host=r.host,
             time_source=time_source(r),
             host_load=r.host_load,
+            outcome=r.outcome,
+            host=r.host,
         )
         for r in ordered
     )

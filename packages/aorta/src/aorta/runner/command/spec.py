@@ -4,9 +4,9 @@ A command workload is a mapping (the recipe's `workload:` or the flag mode's `--
 
     command: [torchrun, --nproc_per_node=8, pretrain_gpt.py, --seed, "{seed}"]
     step_time: megatron          # or {regex: ..., unit: ms|s}, or step_marker: REGEX
-    clock: auto                  # what times the step lines: auto | log | arrival | cpu
     hang_after: 300              # seconds without output -> error "hang"
     timeout: 7200                # seconds per trial -> error "timeout"
+    clock: auto                  # what times the step lines: auto | log | arrival | cpu
 
 Every bad value raises `CommandSpecError` with one line naming the key (`where` prefixes it,
 e.g. the recipe file and `workload`). Nothing here runs a process.
@@ -100,11 +100,12 @@ class CommandSpec:
     def clock(self) -> Literal["log", "arrival", "cpu", "none"]:
         """Where step times come from: the log's own numbers, arrival of lines, the process
         tree's CPU time, or nowhere (no step lines asked for)."""
-        if self.step_time is None and self.step_marker is None:
-            return "none"
-        if self.step_clock in ("arrival", "cpu"):
+        has_lines = self.step_time is not None or self.step_marker is not None
+        if has_lines and self.step_clock in ("arrival", "cpu"):
             return self.step_clock
-        return "log" if self.step_time is not None else "arrival"
+        if self.step_time is not None:
+            return "log"
+        return "arrival" if self.step_marker is not None else "none"
 
     def warmup_for(self, steps: int) -> int:
         """Leading step lines excluded from the step times of a trial of `steps` steps."""
@@ -223,6 +224,31 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
+def _step_clock(
+    value: object, step_time: str | StepRegex | None, step_marker: str | None, where: str
+) -> StepClockChoice:
+    if value not in STEP_CLOCKS:
+        raise CommandSpecError(f"{where}: expected one of {', '.join(STEP_CLOCKS)}, got {value!r}")
+    if value == "log" and step_time is None:
+        raise CommandSpecError(
+            f"{where}: 'log' reads the step times the command prints: it needs step_time "
+            "(with step_marker use arrival or cpu)"
+        )
+    if value in ("arrival", "cpu") and step_time is None and step_marker is None:
+        raise CommandSpecError(
+            f"{where}: {value!r} times step lines: it needs step_time or step_marker"
+        )
+    if value == "cpu":
+        from aorta.runner.command.cpu_clock import cpu_clock_available
+
+        if not cpu_clock_available():
+            raise CommandSpecError(
+                f"{where}: 'cpu' reads the CPU time of the trial's processes from /proc, "
+                "which this system does not have"
+            )
+    return value
+
+
 def _step_regex(value: Mapping[str, Any], where: str) -> StepRegex:
     unknown = sorted(set(value) - {"regex", "unit"})
     if unknown:
@@ -256,31 +282,6 @@ def _step_time(value: object, where: str) -> str | StepRegex | None:
     raise CommandSpecError(f"{where}: expected a preset name or a mapping, got {value!r}")
 
 
-def _step_clock(
-    value: object, step_time: str | StepRegex | None, step_marker: str | None, where: str
-) -> StepClockChoice:
-    if value not in STEP_CLOCKS:
-        raise CommandSpecError(f"{where}: expected one of {', '.join(STEP_CLOCKS)}, got {value!r}")
-    if value == "log" and step_time is None:
-        raise CommandSpecError(
-            f"{where}: 'log' reads the step times the command prints: it needs step_time "
-            "(with step_marker use arrival or cpu)"
-        )
-    if value in ("arrival", "cpu") and step_time is None and step_marker is None:
-        raise CommandSpecError(
-            f"{where}: {value!r} times step lines: it needs step_time or step_marker"
-        )
-    if value == "cpu":
-        from aorta.runner.command.cpu_clock import cpu_clock_available
-
-        if not cpu_clock_available():
-            raise CommandSpecError(
-                f"{where}: 'cpu' reads the CPU time of the trial's processes from /proc, "
-                "which this system does not have"
-            )
-    return value
-
-
 def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> CommandSpec:
     """Validate a command workload mapping; raises `CommandSpecError` naming the bad key."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
@@ -306,7 +307,6 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
             raise CommandSpecError(
                 f"{where}.step_marker: give either step_time or step_marker, not both"
             )
-    clock = _step_clock(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
     warmup = data.get("warmup_steps", "auto")
     if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
         raise CommandSpecError(f"{where}.warmup_steps: expected 'auto' or an integer >= 0")
@@ -330,6 +330,7 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
     kill_grace = _seconds(data.get("kill_grace", DEFAULT_KILL_GRACE_S), f"{where}.kill_grace")
     if kill_grace is None:
         raise CommandSpecError(f"{where}.kill_grace: expected a number of seconds > 0, got None")
+    clock = _step_clock(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
     return CommandSpec(
         command=command,
         step_time=step_time,

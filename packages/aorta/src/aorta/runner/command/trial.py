@@ -64,9 +64,9 @@ class CommandTrialOutcome:
     clock: str
     wall_clock_sec: float
     log_path: Path | None
+    host_load: HostLoad | None = None  # the host's load over the trial
     artifacts: list[str] = field(default_factory=list)
     output_bytes: int = 0
-    host_load: HostLoad | None = None
 
 
 def compiled_patterns(spec: CommandSpec) -> tuple[list[ScanPattern], list[ScanPattern]]:
@@ -344,7 +344,7 @@ def _outcome(
         clock=spec.clock,
         wall_clock_sec=_monotonic() - started,
         log_path=log_path if keep else None,
+        host_load=host_load,
         artifacts=artifacts,
         output_bytes=scan.bytes_seen,
-        host_load=host_load,
     )
