@@ -67,7 +67,7 @@ class IntervalSteps:
 
 
 @dataclass
-class StepClock:
+class ClockedParser:
     """A trial's step parser on its clock; `attach` the trial's processes once they started."""
 
     parser: StepParser | None
@@ -79,15 +79,15 @@ class StepClock:
             self.cpu.attach(procs)
 
 
-def step_clock(spec: CommandSpec, started: float) -> StepClock:
+def clocked_parser(spec: CommandSpec, started: float) -> ClockedParser:
     """The step parser `spec` asks for, timed by the clock it asks for (fresh per trial).
 
     `started`: the monotonic time the trial started (the arrival clock's zero).
     """
     parser = step_parser(spec, started)
-    if parser is None or spec.step_clock in ("auto", "log"):
-        return StepClock(parser)
-    if spec.step_clock == "arrival":
-        return StepClock(IntervalSteps(parser, lambda arrival: arrival, started))
+    if parser is None or spec.clock_choice in ("auto", "log"):
+        return ClockedParser(parser)
+    if spec.clock_choice == "arrival":
+        return ClockedParser(IntervalSteps(parser, lambda arrival: arrival, started))
     cpu = TreeCpu()
-    return StepClock(IntervalSteps(parser, lambda _arrival: cpu.seconds(), 0.0), cpu)
+    return ClockedParser(IntervalSteps(parser, lambda _arrival: cpu.seconds(), 0.0), cpu)

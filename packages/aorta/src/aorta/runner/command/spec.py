@@ -31,13 +31,13 @@ STEP_PRESETS: Final = ("hf", "jsonl", "megatron")
 TIME_UNITS: Final = ("ms", "s")
 KEEP_LOGS: Final = ("failed", "all", "none")
 # What times the step lines (see aorta.runner.command.clocks).
-STEP_CLOCKS: Final = ("auto", "log", "arrival", "cpu")
+CLOCK_CHOICES: Final = ("auto", "log", "arrival", "cpu")
 # The named group a `step_time` regex must have; `step` and `loss` are optional.
 TIME_GROUP: Final = "time"
 DEFAULT_KILL_GRACE_S: Final = 10.0
 
 KeepLogs = Literal["failed", "all", "none"]
-StepClockChoice = Literal["auto", "log", "arrival", "cpu"]
+ClockChoice = Literal["auto", "log", "arrival", "cpu"]
 
 _KNOWN_KEYS: Final = frozenset(
     {
@@ -81,7 +81,7 @@ class CommandSpec:
     command: tuple[str, ...]
     step_time: str | StepRegex | None = None
     step_marker: str | None = None
-    step_clock: StepClockChoice = "auto"  # the `clock:` key
+    clock_choice: ClockChoice = "auto"  # the `clock:` key; `clock` is what it resolves to
     warmup_steps: int | None = None  # None: min(3, steps // 5), as for in-tree workloads
     hang_after: float | None = None
     hang_is_failure: bool = False
@@ -101,8 +101,8 @@ class CommandSpec:
         """Where step times come from: the log's own numbers, arrival of lines, the process
         tree's CPU time, or nowhere (no step lines asked for)."""
         has_lines = self.step_time is not None or self.step_marker is not None
-        if has_lines and self.step_clock in ("arrival", "cpu"):
-            return self.step_clock
+        if has_lines and self.clock_choice in ("arrival", "cpu"):
+            return self.clock_choice
         if self.step_time is not None:
             return "log"
         return "arrival" if self.step_marker is not None else "none"
@@ -128,7 +128,7 @@ class CommandSpec:
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         data.update(
-            clock=self.step_clock,
+            clock=self.clock_choice,
             hang_is_failure=self.hang_is_failure,
             kill_grace=self.kill_grace,
             failure_patterns=list(self.failure_patterns),
@@ -224,11 +224,13 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
-def _step_clock(
+def _clock_choice(
     value: object, step_time: str | StepRegex | None, step_marker: str | None, where: str
-) -> StepClockChoice:
-    if value not in STEP_CLOCKS:
-        raise CommandSpecError(f"{where}: expected one of {', '.join(STEP_CLOCKS)}, got {value!r}")
+) -> ClockChoice:
+    if value not in CLOCK_CHOICES:
+        raise CommandSpecError(
+            f"{where}: expected one of {', '.join(CLOCK_CHOICES)}, got {value!r}"
+        )
     if value == "log" and step_time is None:
         raise CommandSpecError(
             f"{where}: 'log' reads the step times the command prints: it needs step_time "
@@ -330,12 +332,12 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
     kill_grace = _seconds(data.get("kill_grace", DEFAULT_KILL_GRACE_S), f"{where}.kill_grace")
     if kill_grace is None:
         raise CommandSpecError(f"{where}.kill_grace: expected a number of seconds > 0, got None")
-    clock = _step_clock(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
+    clock = _clock_choice(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
     return CommandSpec(
         command=command,
         step_time=step_time,
         step_marker=step_marker,
-        step_clock=clock,
+        clock_choice=clock,
         warmup_steps=None if warmup == "auto" else warmup,
         hang_after=_seconds(data.get("hang_after"), f"{where}.hang_after"),
         hang_is_failure=_flag(data.get("hang_is_failure", False), f"{where}.hang_is_failure"),

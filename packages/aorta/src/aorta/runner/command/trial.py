@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
-from aorta.runner.command.clocks import step_clock
+from aorta.runner.command.clocks import clocked_parser
 from aorta.runner.command.patterns import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_FAILURE_PATTERNS,
@@ -261,7 +261,7 @@ def run_command_trial(
     trial_dir.mkdir(parents=True, exist_ok=True)
     failure_patterns, error_patterns = compiled_patterns(spec)
     started = _monotonic()
-    clock = step_clock(spec, started)
+    clock = clocked_parser(spec, started)
     scanner = OutputScanner(failure_patterns, error_patterns, clock.parser, on_step=on_step)
     load = LoadSampler()
     load.sample(started, force=True)
