@@ -230,7 +230,7 @@ def test_matrix_pairs_rounds_and_warns_when_clocks_differ() -> None:
     assert not paired.warnings
     mixed = build_matrix([base, _cell("wall", drift, "wall")], baseline="base")  # type: ignore[list-item]
     (warning,) = mixed.warnings
-    assert "different clocks (base: cpu; wall: wall)" in warning
+    assert "different clocks (base: workload cpu; wall: workload wall)" in warning
 
 
 def _recipe_file(tmp_path: Path, **top: object) -> Path:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta.runner.host import TrialHost
+from aorta.runner.host_load import HostLoad
 from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, stats
 from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
@@ -49,6 +50,7 @@ from aorta.triage.observed import (
     observed_differences,
     observed_settings,
 )
+from aorta.triage.step_sources import cell_sources, load_warnings, source_warnings, time_source
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -80,6 +82,9 @@ class TrialSummary:
     env_applied: Mapping[str, str] = field(default_factory=dict)
     execution: str = "in_process"  # in_process / child_process
     step_clock: str | None = None  # what its step times measure; None: not declared
+    # Where its step times came from (`step_sources.time_source`), the host's load meanwhile.
+    time_source: str | None = None
+    host_load: HostLoad | None = None
     outcome: Outcome = "passed"
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
 
@@ -186,6 +191,7 @@ class CellStats:
             ],
             "step_time_by_node": [n.to_dict() for n in self.step_time_by_node],
             "failures": list(self.failures),
+            "time_sources": list(cell_sources(self)),
             "trials": [
                 {
                     "trial_id": t.trial_id,
@@ -201,6 +207,8 @@ class CellStats:
                     "step_clock": t.step_clock,
                     "step_times_ms": [_json_float(s) for s in t.step_times_ms],
                     "host": None if t.host is None else t.host.to_dict(),
+                    "time_source": t.time_source,
+                    "host_load": None if t.host_load is None else t.host_load.to_dict(),
                 }
                 for t in self.trials
             ],
@@ -288,6 +296,8 @@ def aggregate_cell(
             env_applied=dict(r.env_applied),
             execution=r.execution,
             step_clock=r.step_clock,
+            time_source=time_source(r),
+            host_load=r.host_load,
             outcome=r.outcome,
             host=r.host,
         )
@@ -433,21 +443,10 @@ def _ratio(cell: CellStats, base: CellStats) -> float | None:
     return cell.mean_step_time_ms / base.mean_step_time_ms
 
 
-def _clock_text(clock: str | None) -> str:
-    return clock if clock is not None else "undeclared"
-
-
 def _consistency_warnings(cells: Sequence[CellStats]) -> list[str]:
     """Cells whose step times are not the same kind of measurement cannot be compared."""
     ran = [c for c in cells if c.error is None and c.trials]
-    found: list[str] = []
-    clocks = {c.name: sorted({_clock_text(t.step_clock) for t in c.trials}) for c in ran}
-    if len({clock for names in clocks.values() for clock in names}) > 1:
-        listed = "; ".join(f"{name}: {', '.join(kinds)}" for name, kinds in clocks.items())
-        found.append(
-            f"cells measured step time with different clocks ({listed}): their step-time "
-            "ratios compare different measurements"
-        )
+    found = source_warnings(ran)
     executions = {t.execution for c in ran for t in c.trials}
     if len(executions) > 1:
         found.append(
@@ -593,6 +592,7 @@ def build_matrix(
         {c.name: [t.host for t in c.trials if t.measured] for c in cells}
     )
     warnings.extend(hardware_warnings)
+    warnings.extend(load_warnings(cells))
 
     rows: list[MatrixRow] = []
     for cell in cells:

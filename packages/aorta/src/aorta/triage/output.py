@@ -45,6 +45,7 @@ from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
 
 __all__ = [
     "JSON_NAME",
@@ -226,10 +227,16 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "cells_not_run": list(report.cells_not_run),
         "cells_in_progress": list(report.in_progress),
         "partial_scopes": list(report.partial_scopes),
+        "host_load": _host_load_json(matrix),
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
         "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
     }
+
+
+def _host_load_json(matrix: Matrix) -> dict[str, Any] | None:
+    found = load_range([row.stats for row in matrix.rows])
+    return None if found is None else found.to_dict()
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -462,7 +469,16 @@ def _header(report: MatrixReport) -> list[str]:
         f"**Order**: {_order_text(recipe)}",
         f"**Execution**: {_execution_text(report)}",
         *_hardware_line(report),
+        *_timing_lines(report),
     ]
+
+
+def _timing_lines(report: MatrixReport) -> list[str]:
+    """Where each cell's step times came from; the host's load when wall clocks timed them."""
+    cells = [row.stats for row in report.matrix.rows]
+    sources, load = sources_summary(cells), load_range(cells)
+    lines = [] if sources is None else [f"**Step times from**: {sources}"]
+    return lines + ([] if load is None else [f"**Host load during the run**: {load.text()}"])
 
 
 def _hardware_line(report: MatrixReport) -> list[str]:
@@ -536,6 +552,8 @@ def _notes(report: MatrixReport) -> list[str]:
             "of them compiled); matrix.json names them. 0: no Triton kernel's compiled numerics "
             "changed; `n/a`: one side recorded no fingerprints."
         )
+    if sources_summary([row.stats for row in matrix.rows]) is not None:
+        bullets.append(SOURCES_NOTE)
     bullets.extend(_one_line(note) for note in matrix.notes)
     return [f"- {bullet}" for bullet in bullets]
 

@@ -164,6 +164,7 @@ class CommandTrialSession:
             command=command_record(out),
             # The driver imports no torch, so the GPU tools name the node's GPUs.
             host=collect_host(self.process_env, ask_gpu_tools=True),
+            host_load=out.host_load,
         )
 
 

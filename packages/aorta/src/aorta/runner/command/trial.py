@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, Literal
 
+from aorta.runner.command.clocks import clocked_parser
 from aorta.runner.command.patterns import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_FAILURE_PATTERNS,
@@ -28,7 +29,7 @@ from aorta.runner.command.patterns import (
 from aorta.runner.command.process import TrialProcesses, become_subreaper, start_trial_process
 from aorta.runner.command.scanner import Match, OutputScanner, ScanState
 from aorta.runner.command.spec import CommandSpec, compile_pattern
-from aorta.runner.command.steps import step_parser
+from aorta.runner.host_load import HostLoad, LoadSampler
 from aorta.runner.ownership import TrialOwnership
 from aorta.workloads.contract import StepCallback, ignore_step
 
@@ -63,6 +64,7 @@ class CommandTrialOutcome:
     clock: str
     wall_clock_sec: float
     log_path: Path | None
+    host_load: HostLoad | None = None  # the host's load over the trial
     artifacts: list[str] = field(default_factory=list)
     output_bytes: int = 0
 
@@ -155,6 +157,7 @@ def _pump(
     scanner: OutputScanner,
     log: BinaryIO,
     started: float,
+    load: LoadSampler,
 ) -> StopReason | None:
     """Read and scan output until the main process exits or a stop condition fires."""
     proc = procs.proc
@@ -185,6 +188,7 @@ def _pump(
                         pipe_open = False
                         continue
                     last_output = _monotonic()
+                    load.sample(last_output)
                     log.write(data)
                     scanner.feed(data, last_output)
             if scanner.state.failure is not None and spec.stop_on_failure:
@@ -257,9 +261,10 @@ def run_command_trial(
     trial_dir.mkdir(parents=True, exist_ok=True)
     failure_patterns, error_patterns = compiled_patterns(spec)
     started = _monotonic()
-    scanner = OutputScanner(
-        failure_patterns, error_patterns, step_parser(spec, started), on_step=on_step
-    )
+    clock = clocked_parser(spec, started)
+    scanner = OutputScanner(failure_patterns, error_patterns, clock.parser, on_step=on_step)
+    load = LoadSampler()
+    load.sample(started, force=True)
     child_env = dict(env)
     # A Python command writing to a pipe buffers its output in 8 KiB blocks: the hang
     # detector and arrival-timed steps would see bursts. Unbuffered unless the user decided.
@@ -278,19 +283,21 @@ def run_command_trial(
                 reason=f"cannot start {argv[0]!r}: {exc.strerror or exc}",
             )  # fmt: skip
         procs = TrialProcesses(proc)
+        clock.attach(procs)
         try:
             if owner is not None:
                 owner.started(proc.pid)
-            stopped = _pump(spec, procs, scanner, log, started)
+            stopped = _pump(spec, procs, scanner, log, started, load)
         finally:
             signal_needed = procs.stop(spec.kill_grace)
             assert proc.stdout is not None
             _drain(proc.stdout.fileno(), scanner, log)
             proc.stdout.close()
             scanner.finish(_monotonic())
+    load.sample(_monotonic(), force=True)
     return _outcome(
         spec, argv, scanner.state, proc.returncode, stopped, signal_needed, started, steps,
-        log_path, trial_dir,
+        log_path, trial_dir, host_load=load.record(),
     )  # fmt: skip
 
 
@@ -307,6 +314,7 @@ def _outcome(
     trial_dir: Path,
     *,
     reason: str | None = None,
+    host_load: HostLoad | None = None,
 ) -> CommandTrialOutcome:
     if reason is not None:
         outcome: Outcome = "error"
@@ -336,6 +344,7 @@ def _outcome(
         clock=spec.clock,
         wall_clock_sec=_monotonic() - started,
         log_path=log_path if keep else None,
+        host_load=host_load,
         artifacts=artifacts,
         output_bytes=scan.bytes_seen,
     )
