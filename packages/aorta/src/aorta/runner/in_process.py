@@ -73,7 +73,7 @@ def run_trial_in_process(
         steps_completed += 1
         on_step(step, loss, step_time_ms)
 
-    with applied_environ(resolved.env):
+    with applied_environ(resolved.trial_env(trial_id)):
         ctx = TrialContext(
             trial_id=trial_id,
             seed=request.trial_seed(trial_id),
@@ -149,7 +149,7 @@ def build_trial_result(
         wall_clock_sec=wall_clock_sec,
         started_at=started_at,
         # Recorded, never re-applied: a recipe's extra_env may carry a secret.
-        env_applied=redact_environ(resolved.env),
+        env_applied=redact_environ(resolved.trial_env(trial_id)),
         env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
         step_clock=outcome.step_clock if outcome else None,
