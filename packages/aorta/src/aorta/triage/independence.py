@@ -45,7 +45,7 @@ LOGS: Final = "logs"
 DETERMINISTIC: Final = "fails identically in every trial (deterministic)"
 _SEED_HINT: Final = (
     "make the script take its seed from the environment "
-    '(`seed = int(os.environ.get("AORTA_SEED", 1337))`) or pass `{seed}` in its arguments'
+    '(`seed = int(os.environ.get("AORTA_SEED", "1337"))`) or pass `{seed}` in its arguments'
 )
 
 

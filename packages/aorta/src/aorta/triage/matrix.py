@@ -480,6 +480,43 @@ def executions(cells: Sequence[CellStats]) -> tuple[str, ...]:
     return tuple(sorted({t.execution for c in cells for t in c.trials}))
 
 
+def _evidence_counts(cell: CellStats) -> tuple[int, int]:
+    """(failed, measured) as the interval and the test count them: each set of copies once."""
+    return independence.evidence_counts(cell.independence, cell.failed_count, cell.measured_count)
+
+
+def _not_independent(cell: CellStats, base: CellStats, *, is_baseline: bool) -> str | None:
+    """Why the cell's failure evidence is not independent (its label's text), or None."""
+    return independence.not_independent_reason(
+        cell.independence, base.independence, is_baseline=is_baseline
+    )
+
+
+def _nan_rate_ci(cell: CellStats, confidence: float) -> tuple[float, float] | None:
+    """The Wilson interval of the cell's failure rate; None for copies of one run (no sample)."""
+    if cell.error is not None or (cell.independence and cell.independence.all_copies):
+        return None
+    failed, measured = _evidence_counts(cell)
+    return stats.wilson_interval(failed, measured, confidence) if measured > 0 else None
+
+
+def _fisher_p(cell: CellStats, base: CellStats) -> float | None:
+    """The cell's two-sided Fisher p against the baseline; None when there is nothing to test.
+
+    Nothing to test: an errored side, no measured trial, or trials (the cell's or the
+    baseline's) that are copies of one run.
+    """
+    if cell.error is not None or base.error is not None:
+        return None
+    if _not_independent(cell, base, is_baseline=False) is not None:
+        return None
+    failed, measured = _evidence_counts(cell)
+    base_failed, base_measured = _evidence_counts(base)
+    if measured == 0 or base_measured == 0:
+        return None
+    return stats.fisher_p_value(failed, measured, base_failed, base_measured)
+
+
 def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
     if cell.nan_rate is None or base.nan_rate is None:
         return None
@@ -608,34 +645,19 @@ def build_matrix(
         pairs = window.paired_means(steps) if paired and steps is not None else None
         if pairs is not None:
             ratio = stats.paired_ratio(*pairs)
-        # Copies of one run are no sample: no interval or test treats them as one.
-        not_independent = independence.not_independent_reason(
-            cell.independence, base.independence, is_baseline=is_base
-        )
-        failed, measured = independence.evidence_counts(
-            cell.independence, cell.failed_count, cell.measured_count
-        )
-        base_failed, base_measured = independence.evidence_counts(
-            base.independence, base.failed_count, base.measured_count
-        )
-        nan_ci = (
-            stats.wilson_interval(failed, measured, confidence)
-            if cell.error is None and measured > 0 and not_independent is None
-            else None
-        )
-        fisher_p: float | None = None
+        not_independent = _not_independent(cell, base, is_baseline=is_base)
+        nan_ci = _nan_rate_ci(cell, confidence)
+        fisher_p = None if is_base else _fisher_p(cell, base)
         ratio_ci: tuple[float, float] | None = None
-        if not is_base and cell.error is None and base.error is None:
-            if measured > 0 and base_measured > 0 and not_independent is None:
-                fisher_p = stats.fisher_p_value(failed, measured, base_failed, base_measured)
-            if ratio is not None and steps is not None:
-                ratio_ci = stats.bootstrap_ratio_interval(
-                    *(pairs or (list(steps.cell_means.values()), list(steps.base_means.values()))),
-                    paired=pairs is not None,
-                    confidence=confidence,
-                    resamples=bootstrap_resamples,
-                    seed=seed,
-                )
+        # `steps` is None when either cell errored.
+        if not is_base and steps is not None and ratio is not None:
+            ratio_ci = stats.bootstrap_ratio_interval(
+                *(pairs or (list(steps.cell_means.values()), list(steps.base_means.values()))),
+                paired=pairs is not None,
+                confidence=confidence,
+                resamples=bootstrap_resamples,
+                seed=seed,
+            )
         label = confound.classify(
             is_baseline=is_base,
             error=cell.error,

@@ -7,7 +7,8 @@ output is written to the log.
 
 When the command printed a failure, aorta stops it there (`stop_on_failure`) and what the
 command still printed after the failure line depends on how fast it was stopped. So the
-digest covers the output up to and including the first failure line, never what follows.
+digest covers the output up to and including the first failure line (without its line end),
+never what follows.
 Lines are hashed only once the scanner has judged them (the log is written before the chunk
 is scanned), which is what lets the digest stop exactly at that line.
 """
@@ -96,18 +97,19 @@ class DigestingLog:
 
 
 def _end_of_line_with(data: bytes, text: str, *, final: bool) -> int | None:
-    """Offset just past the first complete line of `data` that contains `text`.
+    """Where the first complete line of `data` that contains `text` ends (its line end not
+    included: whether a killed command got to print it is timing too).
 
     With `final` the unterminated tail counts as a line (the output ended there).
     """
     if not text:
         return None
     start = 0
-    ends = [m.end() for m in _LINE_END.finditer(data)]
-    if final and (not ends or ends[-1] < len(data)):
+    ends = [m.start() for m in _LINE_END.finditer(data)]
+    if final:
         ends.append(len(data))
     for end in ends:
         if text in data[start:end].decode("utf-8", errors="replace"):
             return end
-        start = end
+        start = end + 1
     return None

@@ -45,7 +45,7 @@ _WATCHED = ("AORTA_TOY_FIX", "AORTA_TOY_PROCESS_FLAG", "AORTA_TOY_EXTRA", "AORTA
 
 
 def _toy(ctx: TrialContext) -> WorkloadOutcome:
-    """Loss = (1 + seed/1000)/(step+1); diverges (NaN) at AORTA_TOY_FAIL_AT for odd seeds unless fixed.
+    """Loss = (1 + seed/1000)/(step+1); NaN at AORTA_TOY_FAIL_AT for odd seeds unless fixed.
 
     Outcome knobs: AORTA_TOY_RAISE (RuntimeError before any step), AORTA_TOY_RAISE_AT=<step>
     (RuntimeError after that step completed), AORTA_TOY_IMPORT=<module> (imports it first),
