@@ -39,7 +39,8 @@ def _run_recipe(tmp_path: Path, how: str, cells: list[dict[str, Any]]) -> Path:
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        # Values in aorta's own environment do not reach the trials: each gets its own seed.
+        env={**os.environ, "OMP_NUM_THREADS": "1", "AORTA_SEED": "999", "PYTHONHASHSEED": "0"},
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
