@@ -211,3 +211,11 @@ def test_not_independent_is_an_early_rule_of_the_label() -> None:
         label = confound.classify(is_baseline=is_baseline, error=None, evidence=evidence, **judge)
         assert label == "not independent: its 4 trials are copies (identical loss traces)"
     assert confound.classify(is_baseline=False, error="x", evidence=evidence, **judge) == "error"
+
+
+def test_values_that_are_not_numbers_read_as_no_value() -> None:
+    # A trial file from a shared run directory is read, not trusted.
+    odd = [_trial(i, ["2.5", True], digest=None) for i in range(2)]  # type: ignore[list-item]
+    assert independence.judge(odd).distinct == 2
+    listed = make_trial(0, passed=True, step_times_ms=[1.0], losses=[], command=["log_digest"])
+    assert independence.judge([listed, listed]).distinct == 2

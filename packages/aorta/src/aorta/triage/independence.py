@@ -24,7 +24,7 @@ The rule (documented in docs/triage.md, "Independent trials"):
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -87,12 +87,20 @@ class Independence:
         }
 
 
-def _loss_key(losses: Sequence[float | None]) -> tuple[Hashable, ...] | None:
+def _number(value: object) -> float | None:
+    # A trial file comes from a run directory: anything but a number reads as no value.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _loss_key(losses: Sequence[object]) -> tuple[Hashable, ...] | None:
     """The trace as a comparable key; None without a readable (finite) loss in it."""
-    if not any(v is not None and math.isfinite(v) for v in losses):
+    values = [_number(v) for v in losses]
+    if not any(v is not None and math.isfinite(v) for v in values):
         return None
     # repr: NaN != NaN as floats, but two traces that both end in nan are the same trace.
-    return tuple(None if v is None else repr(float(v)) for v in losses)
+    return tuple(None if v is None else repr(v) for v in values)
 
 
 def _trace_key(result: TrialResult) -> tuple[str, Hashable] | None:
@@ -100,7 +108,8 @@ def _trace_key(result: TrialResult) -> tuple[str, Hashable] | None:
     trace = _loss_key(result.losses)
     if trace is not None:
         return LOSS_TRACES, trace
-    digest = (result.command or {}).get("log_digest")
+    command = result.command if isinstance(result.command, Mapping) else {}
+    digest = command.get("log_digest")
     if isinstance(digest, str) and digest:
         return LOGS, digest
     return None
