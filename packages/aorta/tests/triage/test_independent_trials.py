@@ -19,6 +19,9 @@ AORTA = str(Path(sys.executable).with_name("aorta"))
 SEEDED = str(Path(__file__).parents[1] / "runner" / "command" / "scripts" / "seeded.py")
 
 
+DETERMINISTIC = "not independent: fails identically in every trial (deterministic)"
+
+
 def _run_recipe(tmp_path: Path, how: str, cells: list[dict[str, Any]]) -> Path:
     recipe = {
         "schema_version": 1,
@@ -72,13 +75,14 @@ def test_a_script_that_ignores_its_seed_gives_copies_that_are_not_scored(tmp_pat
             {"name": "baseline", "command_args": ["--diverge-at", "4"]},
             {"name": "fix"},
             {"name": "quiet", "command_args": ["--no-loss"]},
+            {"name": "quiet-nan", "command_args": ["--no-loss", "--diverge-at", "3"]},
         ],
     )
     cells = _cells(run_dir)
     base, fix, quiet = cells["baseline"], cells["fix"], cells["quiet"]
     assert (base["failed_count"], fix["passed_count"], quiet["passed_count"]) == (3, 3, 3)
     # The baseline fails identically every time: a finding, not three independent failures.
-    assert base["confound"] == "not independent: fails identically in every trial (deterministic)"
+    assert base["confound"] == DETERMINISTIC
     assert base["independent"] is False and base["nan_rate_ci"] is None
     assert base["independence"]["deterministic_failure"] is True
     assert base["independence"]["copies"] == [[0, 1, 2]]
@@ -88,6 +92,17 @@ def test_a_script_that_ignores_its_seed_gives_copies_that_are_not_scored(tmp_pat
     # No loss printed: the logs are compared instead.
     assert quiet["confound"] == "not independent: its 3 trials are copies (identical logs)"
     assert _p(quiet) is None
+    # The logs of a failure are compared up to the failure line: each trial printed a different
+    # tail (the time) before aorta stopped it.
+    quiet_nan = cells["quiet-nan"]
+    assert quiet_nan["failed_count"] == 3
+    assert quiet_nan["confound"] == DETERMINISTIC
+    assert quiet_nan["independence"]["basis"] == ["logs"]
+    tails = {
+        (run_dir / "cells" / "quiet-nan" / f"trial_{i}.log").read_text().split("backward pass")[1]
+        for i in range(3)
+    }
+    assert len(tails) > 1  # the logs differ, after the failure line
     banner = _banner(run_dir)
     expected = (
         "> **Warning**: cell baseline: its 3 trials are copies (identical loss traces): their "

@@ -6,13 +6,17 @@ seeded.py STEPS (--hard-coded | --from-env) [--diverge-at K] [--no-loss]
 seed is `int(os.environ.get("AORTA_SEED", "1337"))`, as docs/triage.md shows. Each step prints
 a jsonl line whose loss comes from a generator seeded with that seed; from step K on (--diverge-at)
 the loss is NaN. --no-loss prints the step lines without a loss (nothing but the log to
-compare). Without --no-loss the first line reports the seed variables the script saw.
+compare); with --diverge-at it then prints Megatron's `found NaN in local grad norm` line at
+step K and goes on printing the wall-clock time until it is stopped (what follows the failure
+differs from run to run). Without --no-loss the first line reports the seed variables the
+script saw.
 """
 
 import json
 import os
 import random
 import sys
+import time
 
 
 def main(argv: list[str]) -> int:
@@ -29,6 +33,11 @@ def main(argv: list[str]) -> int:
         if with_loss:
             diverged = diverge_at is not None and step >= diverge_at
             line["loss"] = float("nan") if diverged else 2.0 / step + rng.random() / 100
+        elif step == diverge_at:
+            print("found NaN in local grad norm in backward pass", flush=True)
+            while True:
+                print(f"still running at {time.time()}", flush=True)
+                time.sleep(0.01)
         print(json.dumps(line), flush=True)
     return 0
 
