@@ -48,6 +48,7 @@ from aorta.runner.models import Outcome, TrialResult
 from aorta.triage import confound, independence, stats, window
 from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
 from aorta.triage.hardware import NodeSteps, hardware_findings, node_breakdown
+from aorta.triage.independence import Independence
 from aorta.triage.observed import (
     ObservedSettings,
     compared_settings,
@@ -142,7 +143,7 @@ class CellStats:
     kernel_fingerprints: Mapping[str, str] | None = None
     # Which measured trials are copies of one run (`aorta.triage.independence`); None: an
     # errored cell (nothing was judged).
-    independence: independence.Independence | None = None
+    independence: Independence | None = None
 
     @property
     def measured_count(self) -> int:
