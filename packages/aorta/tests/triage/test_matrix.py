@@ -35,7 +35,7 @@ def _trial(
         workload="toy",
         seed=100 + trial_id,
         steps=len(step_times_ms),
-        losses=[1.0] * len(step_times_ms),
+        losses=[1.0 + trial_id / 1000.0] * len(step_times_ms),
         wall_clock_sec=wall_clock_sec,
         started_at="2026-04-28T14:12:03Z",
         env_applied={"TF32": "0"},

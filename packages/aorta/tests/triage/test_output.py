@@ -65,7 +65,7 @@ def _trial(trial_id: int, step_ms: float, *, passed: bool) -> TrialResult:
         passed=passed,
         step_times_ms=[step_ms] * 4,
         failure="NaN loss at step 3",
-        losses=[1.0] * 4,
+        losses=[1.0 + trial_id / 1000.0] * 4,
         wall_clock_sec=2.0,
         started_at=STAMP,
         failed_at_step=None if passed else 3,

@@ -77,7 +77,7 @@ def run_trial_in_process(
         load.sample(time.monotonic())  # at most one read per interval
         on_step(step, loss, step_time_ms)
 
-    with applied_environ(resolved.env):
+    with applied_environ(resolved.trial_env(trial_id)):
         ctx = TrialContext(
             trial_id=trial_id,
             seed=request.trial_seed(trial_id),
@@ -156,7 +156,7 @@ def build_trial_result(
         wall_clock_sec=wall_clock_sec,
         started_at=started_at,
         # Recorded, never re-applied: a recipe's extra_env may carry a secret.
-        env_applied=redact_environ(resolved.env),
+        env_applied=redact_environ(resolved.trial_env(trial_id)),
         env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
         step_clock=outcome.step_clock if outcome else None,

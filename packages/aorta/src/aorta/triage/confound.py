@@ -9,6 +9,9 @@ this cell"):
 Labels, first matching rule wins:
 
 - `error`: the whole cell failed (its row is kept so the matrix is complete);
+- `not independent: <why>`: the cell's trials, or the baseline's, are copies of one run
+  (`aorta.triage.independence`), e.g. `not independent: fails identically in every trial
+  (deterministic)`; no failure-rate verdict can be drawn from copies;
 - `(baseline)`: the baseline cell;
 - `n/a`: no step-time ratio to judge by (baseline or cell without step times);
 - `speed (+N%)`: the ratio's bootstrap interval lies entirely above the threshold;
@@ -38,6 +41,7 @@ __all__ = [
     "DEFAULT_CONFOUND_THRESHOLD",
     "ERROR",
     "NOT_AVAILABLE",
+    "NOT_INDEPENDENT",
     "NO_EFFECT",
     "TRUSTED",
     "Evidence",
@@ -52,6 +56,7 @@ TRUSTED = "\u2014"  # em dash: the failure rate dropped significantly, without a
 NO_EFFECT = "no effect"
 ERROR = "error"
 NOT_AVAILABLE = "n/a"  # no ratio to judge by
+NOT_INDEPENDENT = "not independent"  # the trials are copies of one run: no rate to judge by
 
 # The one home of the defaults; the recipe, flag mode, the CLI and re-analysis read them here.
 DEFAULT_CONFOUND_THRESHOLD = 1.15
@@ -108,6 +113,9 @@ class Evidence:
     baseline_nan_rate: float | None
     fisher_p: float | None
     trials_needed: int | None  # per cell, to detect the observed rate difference at alpha
+    # Why the cell's trials (or the baseline's) are not independent samples (copies of one
+    # run, `aorta.triage.independence`); None: they are.
+    not_independent: str | None = None
 
 
 def _speed(evidence: Evidence, threshold: float) -> str | None:
@@ -138,6 +146,8 @@ def classify(  # noqa: PLR0911 - one return per row of the rule table reads best
     """The Confound label of one cell (the rule table in the module docstring)."""
     if error is not None:
         return ERROR
+    if evidence.not_independent is not None:
+        return f"{NOT_INDEPENDENT}: {evidence.not_independent}"
     if is_baseline:
         return BASELINE
     if evidence.ratio is None or not math.isfinite(evidence.ratio):

@@ -18,13 +18,18 @@ Aggregation choices the spec leaves open, made here:
   Percentiles use numpy's default linear interpolation.
 - `nan_rate = failed_count / (passed_count + failed_count)` (measured trials, so one failing
   trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
+- Trials that are copies of one run (identical loss traces or logs) are not independent
+  samples (`aorta.triage.independence`): counted once in the failure-rate interval and the
+  Fisher test, and a cell of nothing but copies gets neither.
 - A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
   there is nothing to judge it by, and `error` keeps its row in the matrix.
-- `mean_step_time_ms` is the mean of the measured trials' mean step times, and
-  `step_time_ratio` is that mean, cell over baseline: the same quantity the bootstrap interval
-  resamples (a ratio of pooled steps could disagree with it when trials differ in length).
-  The baseline's own ratio is 1.0. It is None (rendered `n/a`) when the baseline errored or
-  recorded no step times, or when the cell itself errored or recorded none.
+- `mean_step_time_ms` is the mean of the measured trials' mean step times. `step_time_ratio`
+  compares the same work: each trial's mean over the step window both cells reached
+  (`aorta.triage.window`; recorded per row as `step_window`), the mean of those, cell over
+  baseline: the same quantity the bootstrap interval resamples (a ratio of pooled steps could
+  disagree with it when trials differ in length). The baseline's own ratio is 1.0. It is None
+  (rendered `n/a`) when the baseline errored or recorded no step times, or when the cell
+  itself errored or recorded none.
 - The bootstrap interval of the ratio resamples per-trial mean step times, not individual steps:
   trials are the independent units (steps within one trial are correlated), so resampling steps
   would report a falsely narrow interval. Every cell uses the same seed, so adding or reordering
@@ -41,9 +46,10 @@ from typing import Any
 from aorta.runner.host import TrialHost
 from aorta.runner.host_load import HostLoad
 from aorta.runner.models import Outcome, TrialResult
-from aorta.triage import confound, stats
+from aorta.triage import confound, independence, stats, window
 from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
 from aorta.triage.hardware import NodeSteps, hardware_findings, node_breakdown
+from aorta.triage.independence import Independence
 from aorta.triage.observed import (
     ObservedSettings,
     compared_settings,
@@ -87,6 +93,7 @@ class TrialSummary:
     host_load: HostLoad | None = None
     outcome: Outcome = "passed"
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
+    warmup_steps: int = 0  # steps before `step_times_ms` began (left out as warm-up)
 
     @property
     def measured(self) -> bool:
@@ -139,6 +146,9 @@ class CellStats:
     # `{kernel: fingerprint}` over the measured trials (`fingerprints.cell_fingerprints`);
     # None when no trial recorded any (the recipe did not ask for them).
     kernel_fingerprints: Mapping[str, str] | None = None
+    # Which measured trials are copies of one run (`aorta.triage.independence`); None: an
+    # errored cell (nothing was judged).
+    independence: Independence | None = None
 
     @property
     def measured_count(self) -> int:
@@ -166,6 +176,7 @@ class CellStats:
         data = self._stats_dict()
         if self.kernel_fingerprints is not None:  # only runs that asked for them carry the key
             data["kernel_fingerprints"] = dict(self.kernel_fingerprints)
+        data["independence"] = None if self.independence is None else self.independence.to_dict()
         return data
 
     def _stats_dict(self) -> dict[str, Any]:
@@ -300,6 +311,7 @@ def aggregate_cell(
             host_load=r.host_load,
             outcome=r.outcome,
             host=r.host,
+            warmup_steps=r.warmup_steps,
         )
         for r in ordered
     )
@@ -335,6 +347,7 @@ def aggregate_cell(
         error_count=len(errors),
         errors=errors,
         kernel_fingerprints=cell_fingerprints(r.kernel_fingerprints for r in measured),
+        independence=independence.judge(measured) if measured else None,
     )
 
 
@@ -354,6 +367,10 @@ class MatrixRow:
     observed_differences: tuple[str, ...] | None = None
     # Kernels whose fingerprint differs from the baseline cell's; None: nothing to compare.
     kernels_changed: tuple[str, ...] | None = None
+    # False when the cell's (or the baseline's) trials are copies of one run: no p-value then.
+    independent: bool = True
+    # The steps the ratio compares, [first, last] in the cell's numbering (`window`).
+    step_window: tuple[int, int] | None = None
 
     @property
     def name(self) -> str:
@@ -379,6 +396,8 @@ class MatrixRow:
                 "observed_differences": (
                     None if self.observed_differences is None else list(self.observed_differences)
                 ),
+                "independent": self.independent,
+                "step_window": None if self.step_window is None else list(self.step_window),
             }
         )
         if self.kernels_changed is not None:
@@ -433,14 +452,19 @@ class Matrix:
         }
 
 
-def _ratio(cell: CellStats, base: CellStats) -> float | None:
+def _step_window(cell: CellStats, base: CellStats) -> window.StepWindow | None:
+    """The steps both cells reached, with each measured trial's mean over them (`window`)."""
     if cell.error is not None or base.error is not None:
         return None
-    if cell.mean_step_time_ms is None or base.mean_step_time_ms is None:
-        return None
-    if base.mean_step_time_ms <= 0.0:
-        return None
-    return cell.mean_step_time_ms / base.mean_step_time_ms
+
+    def timed(stats: CellStats) -> list[window.TimedTrial]:
+        return [
+            window.TimedTrial(t.trial_id, t.warmup_steps, t.step_times_ms)
+            for t in stats.trials
+            if t.measured
+        ]
+
+    return window.common_window(timed(cell), timed(base))
 
 
 def _consistency_warnings(cells: Sequence[CellStats]) -> list[str]:
@@ -461,17 +485,41 @@ def executions(cells: Sequence[CellStats]) -> tuple[str, ...]:
     return tuple(sorted({t.execution for c in cells for t in c.trials}))
 
 
-def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[float]]:
-    """Per-trial mean step times of the rounds (trial ids) both cells have one for."""
-    base_by_round = {t.trial_id: t.mean_step_time_ms for t in base.trials if t.measured}
-    cell_side: list[float] = []
-    base_side: list[float] = []
-    for trial in cell.trials:
-        base_mean = base_by_round.get(trial.trial_id)
-        if trial.measured and trial.mean_step_time_ms is not None and base_mean is not None:
-            cell_side.append(trial.mean_step_time_ms)
-            base_side.append(base_mean)
-    return cell_side, base_side
+def _evidence_counts(cell: CellStats) -> tuple[int, int]:
+    """(failed, measured) as the interval and the test count them: each set of copies once."""
+    return independence.evidence_counts(cell.independence, cell.failed_count, cell.measured_count)
+
+
+def _not_independent(cell: CellStats, base: CellStats, *, is_baseline: bool) -> str | None:
+    """Why the cell's failure evidence is not independent (its label's text), or None."""
+    return independence.not_independent_reason(
+        cell.independence, base.independence, is_baseline=is_baseline
+    )
+
+
+def _nan_rate_ci(cell: CellStats, confidence: float) -> tuple[float, float] | None:
+    """The Wilson interval of the cell's failure rate; None for copies of one run (no sample)."""
+    if cell.error is not None or (cell.independence and cell.independence.all_copies):
+        return None
+    failed, measured = _evidence_counts(cell)
+    return stats.wilson_interval(failed, measured, confidence) if measured > 0 else None
+
+
+def _fisher_p(cell: CellStats, base: CellStats) -> float | None:
+    """The cell's two-sided Fisher p against the baseline; None when there is nothing to test.
+
+    Nothing to test: an errored side, no measured trial, or trials (the cell's or the
+    baseline's) that are copies of one run.
+    """
+    if cell.error is not None or base.error is not None:
+        return None
+    if _not_independent(cell, base, is_baseline=False) is not None:
+        return None
+    failed, measured = _evidence_counts(cell)
+    base_failed, base_measured = _evidence_counts(base)
+    if measured == 0 or base_measured == 0:
+        return None
+    return stats.fisher_p_value(failed, measured, base_failed, base_measured)
 
 
 def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
@@ -514,7 +562,10 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     comparable = [
         r
         for r in rows
-        if not r.is_baseline and r.stats.error is None and r.stats.nan_rate is not None
+        if not r.is_baseline
+        and r.stats.error is None
+        and r.stats.nan_rate is not None
+        and r.independent
     ]
     if not comparable or any(r.significant(alpha) for r in comparable):
         return None
@@ -586,8 +637,10 @@ def build_matrix(
         warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
     elif base.mean_step_time_ms is None:
         warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")
-    base_per_trial = base.per_trial_mean_step_time_ms
     warnings.extend(_consistency_warnings(cells))
+    warnings.extend(
+        independence.copies_warnings([(c.name, c.independence) for c in cells], baseline)
+    )
     hardware_warnings, hardware_notes = hardware_findings(
         {c.name: [t.host for t in c.trials if t.measured] for c in cells}
     )
@@ -598,30 +651,24 @@ def build_matrix(
     for cell in cells:
         is_base = cell.name == baseline
         warnings.extend(_cell_warnings(cell, is_baseline=is_base))
-        ratio = _ratio(cell, base)
-        pairs = _paired_means(cell, base) if paired and ratio is not None else None
+        steps = _step_window(cell, base)
+        ratio = window.window_ratio(steps)
+        pairs = window.paired_means(steps) if paired and steps is not None else None
         if pairs is not None:
             ratio = stats.paired_ratio(*pairs)
-        nan_ci = (
-            stats.wilson_interval(cell.failed_count, cell.measured_count, confidence)
-            if cell.error is None and cell.measured_count > 0
-            else None
-        )
-        fisher_p: float | None = None
+        not_independent = _not_independent(cell, base, is_baseline=is_base)
+        nan_ci = _nan_rate_ci(cell, confidence)
+        fisher_p = None if is_base else _fisher_p(cell, base)
         ratio_ci: tuple[float, float] | None = None
-        if not is_base and cell.error is None and base.error is None:
-            if cell.measured_count > 0 and base.measured_count > 0:
-                fisher_p = stats.fisher_p_value(
-                    cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
-                )
-            if ratio is not None:
-                ratio_ci = stats.bootstrap_ratio_interval(
-                    *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
-                    paired=pairs is not None,
-                    confidence=confidence,
-                    resamples=bootstrap_resamples,
-                    seed=seed,
-                )
+        # `steps` is None when either cell errored.
+        if not is_base and steps is not None and ratio is not None:
+            ratio_ci = stats.bootstrap_ratio_interval(
+                *(pairs or (list(steps.cell_means.values()), list(steps.base_means.values()))),
+                paired=pairs is not None,
+                confidence=confidence,
+                resamples=bootstrap_resamples,
+                seed=seed,
+            )
         label = confound.classify(
             is_baseline=is_base,
             error=cell.error,
@@ -633,6 +680,7 @@ def build_matrix(
                 baseline_nan_rate=base.nan_rate,
                 fisher_p=fisher_p,
                 trials_needed=_trials_needed(cell, base, alpha),
+                not_independent=not_independent,
             ),
             threshold=threshold,
             alpha=alpha,
@@ -650,6 +698,8 @@ def build_matrix(
                     None if is_base else observed_differences(cell.observed, base.observed)
                 ),
                 kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
+                independent=not_independent is None,
+                step_window=None if steps is None else (steps.first, steps.last),
             )
         )
 

@@ -540,6 +540,15 @@ def _notes(report: MatrixReport) -> list[str]:
         "threshold (its env vars are probably not read). `error`: the whole cell failed or "
         "all its trials errored; its row is kept. `n/a`: no step-time ratio to judge by. "
         "`not run`: an interrupted run never reached the cell.",
+        "`not independent: ...`: the trials of the cell (or of the baseline) are copies of one "
+        "run: identical loss traces, or identical logs where no loss was read, so their "
+        "different seeds did not change the run; no failure rate, interval or p-value is drawn "
+        "from copies (the warning above names the cell; `fails identically in every trial "
+        "(deterministic)` when the copies failed). Copies among otherwise distinct trials count "
+        "once in the interval and the test.",
+        "Step-time ratios compare the same work: each trial's timed steps after warm-up up to "
+        "the shortest measured trial of the two cells (matrix.json: `step_window` per cell); "
+        "the Mean step column averages every timed step.",
         "Only the mean step time is shown; matrix.json holds std, p50, p99, the raw step "
         "times, the resolved env vars and the path of every trial JSON.",
         "recipe.resolved.yaml records the recipe as executed (registry names expanded); "

@@ -1,9 +1,10 @@
 """`run_trials` for a command workload: one fresh process group per trial, same contract.
 
 Each trial renders the command (`{seed}`, `{trial_id}`, `{steps}`, `{output_dir}`, `{cell}`),
-runs it with the launcher's environment, then the mitigations' variables, then `extra_env`
-on top, and writes the same `trial_<id>.json` as any workload. `{output_dir}` is the trial's
-own directory `trial_<id>/` next to the JSON; the output goes to `trial_<id>.log`.
+runs it with the launcher's environment, then the trial's seed variables (`AORTA_SEED`,
+`PYTHONHASHSEED`), then the mitigations' variables, then `extra_env` on top, and writes the
+same `trial_<id>.json` as any workload. `{output_dir}` is the trial's own directory
+`trial_<id>/` next to the JSON; the output goes to `trial_<id>.log`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.command.logtail import last_line, log_tail
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
-from aorta.runner.environ import merge_env
+from aorta.runner.environ import merge_env, with_seed
 from aorta.runner.host import collect_host
 from aorta.runner.in_process import utc_timestamp
 from aorta.runner.models import Execution, RunRequest, TrialResult
@@ -64,6 +65,8 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
         "log": out.log_path.name if out.log_path is not None else None,
         "artifacts": out.artifacts,
         "output_bytes": out.output_bytes,
+        # Trials with identical output are copies of one run (`aorta.triage.independence`).
+        "log_digest": out.log_digest,
     }
 
 
@@ -92,7 +95,7 @@ class CommandTrialSession:
     request: RunRequest
     spec: CommandSpec
     reporter: TrialReporter
-    trial_env: dict[str, str]
+    trial_env: dict[str, str]  # the cell's variables; each trial adds its seed's (`with_seed`)
     process_env: dict[str, str]
 
     @property
@@ -105,19 +108,20 @@ class CommandTrialSession:
         request, reporter = self.request, self.reporter
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
+        env = with_seed(self.trial_env, seed)
         started_at = utc_timestamp()
         with owning_trial(request.output_dir, trial_id) as owner:
             out = run_command_trial(
                 self.spec,
                 trial_argv(request, trial_id),
-                self.process_env,
+                {**self.process_env, **env},
                 log_path=request.output_dir / f"trial_{trial_id}.log",
                 trial_dir=trial_directory(request, trial_id),
                 steps=request.steps,
                 on_step=step_hook(reporter, trial_id),
                 owner=owner,
             )
-            result = self._result(request, trial_id, seed, started_at, out)
+            result = self._result(request, trial_id, env, started_at, out)
             write_json_atomic(request.trial_path(trial_id), result.to_dict())
         reporter.trial_finished(result)
         return result
@@ -126,7 +130,7 @@ class CommandTrialSession:
         self,
         request: RunRequest,
         trial_id: int,
-        seed: int,
+        env: dict[str, str],
         started_at: str,
         out: CommandTrialOutcome,
     ) -> TrialResult:
@@ -143,7 +147,7 @@ class CommandTrialSession:
             workload=request.workload,
             mitigations=request.mitigations,
             environment=request.environment_name,
-            seed=seed,
+            seed=request.trial_seed(trial_id),
             steps=request.steps,
             passed=out.outcome == "passed",
             outcome=out.outcome,
@@ -155,7 +159,7 @@ class CommandTrialSession:
             wall_clock_sec=out.wall_clock_sec,
             started_at=started_at,
             # Recorded, never re-applied: a recipe's extra_env may carry a secret.
-            env_applied=redact_environ(self.trial_env),
+            env_applied=redact_environ(env),
             env_snapshot={},
             observed={},
             execution="child_process",

@@ -18,9 +18,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import Final, Literal
 
 from aorta.runner.command.clocks import clocked_parser
+from aorta.runner.command.digest import DigestingLog, LogSink
 from aorta.runner.command.patterns import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_FAILURE_PATTERNS,
@@ -67,6 +68,8 @@ class CommandTrialOutcome:
     host_load: HostLoad | None = None  # the host's load over the trial
     artifacts: list[str] = field(default_factory=list)
     output_bytes: int = 0
+    # blake2b of the output up to its first failure line (`DigestingLog`); None: no output.
+    log_digest: str | None = None
 
 
 def compiled_patterns(spec: CommandSpec) -> tuple[list[ScanPattern], list[ScanPattern]]:
@@ -155,7 +158,7 @@ def _pump(
     spec: CommandSpec,
     procs: TrialProcesses,
     scanner: OutputScanner,
-    log: BinaryIO,
+    log: LogSink,
     started: float,
     load: LoadSampler,
 ) -> StopReason | None:
@@ -203,7 +206,7 @@ def _pump(
             os.close(pidfd)
 
 
-def _drain(fd: int, scanner: OutputScanner, log: BinaryIO) -> None:
+def _drain(fd: int, scanner: OutputScanner, log: LogSink) -> None:
     """Read what is left in the pipe after the processes are gone (bounded in time)."""
     deadline = _monotonic() + _DRAIN_S
     with selectors.DefaultSelector() as selector:
@@ -273,7 +276,8 @@ def run_command_trial(
         child_env = owner.marked(child_env)
     stopped: StopReason | None = None
     signal_needed: str | None = None
-    with log_path.open("wb") as log:
+    with log_path.open("wb") as log_file:
+        log = DigestingLog(log_file, scanner.state)
         try:
             proc = start_trial_process(argv, child_env, spec.cwd)
         except OSError as exc:
@@ -294,10 +298,11 @@ def run_command_trial(
             _drain(proc.stdout.fileno(), scanner, log)
             proc.stdout.close()
             scanner.finish(_monotonic())
+            log_digest = log.finish()
     load.sample(_monotonic(), force=True)
     return _outcome(
         spec, argv, scanner.state, proc.returncode, stopped, signal_needed, started, steps,
-        log_path, trial_dir, host_load=load.record(),
+        log_path, trial_dir, host_load=load.record(), log_digest=log_digest,
     )  # fmt: skip
 
 
@@ -315,6 +320,7 @@ def _outcome(
     *,
     reason: str | None = None,
     host_load: HostLoad | None = None,
+    log_digest: str | None = None,
 ) -> CommandTrialOutcome:
     if reason is not None:
         outcome: Outcome = "error"
@@ -347,4 +353,5 @@ def _outcome(
         host_load=host_load,
         artifacts=artifacts,
         output_bytes=scan.bytes_seen,
+        log_digest=log_digest,
     )
