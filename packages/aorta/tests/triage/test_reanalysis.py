@@ -73,7 +73,7 @@ def test_cli_matrix_command_and_its_bad_input(
     relabelled = json.loads((run_dir / "matrix.json").read_text())
     assert (relabelled["alpha"], relabelled["threshold"]) == (0.2, 1.15)  # the run's own
     assert (
-        "below 0.2 the difference is unlikely to be chance" in (run_dir / "matrix.md").read_text()
+        "alpha 0.2 bounds the chance that any cell" in (run_dir / "matrix.md").read_text()
     )
     for bad in ("0", "1", "nan"):
         assert main(["triage", "matrix", str(run_dir), "--alpha", bad]) == 2

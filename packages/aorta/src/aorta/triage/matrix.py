@@ -332,13 +332,17 @@ class MatrixRow:
     step_time_ratio: float | None
     confound: str
     nan_rate_ci: tuple[float, float] | None
-    fisher_p: float | None
+    fisher_p: float | None  # raw two-sided Fisher exact p (`p_value` in matrix.json)
     step_time_ratio_ci: tuple[float, float] | None
     # Observed settings that differ from the baseline's: () = no observable effect, None = not
     # comparable (baseline row, errored cell, or a side that recorded no settings).
     observed_differences: tuple[str, ...] | None = None
     # Kernels whose fingerprint differs from the baseline cell's; None: nothing to compare.
     kernels_changed: tuple[str, ...] | None = None
+    # `fisher_p` Holm-adjusted across the matrix's compared cells: what the labels use.
+    p_adjusted: float | None = None
+    # Interval of the baseline's failure rate minus this cell's (`stats.rate_difference_interval`).
+    failure_drop_ci: tuple[float, float] | None = None
 
     @property
     def name(self) -> str:
@@ -346,8 +350,11 @@ class MatrixRow:
         return self.stats.name
 
     def significant(self, alpha: float) -> bool:
-        """Whether the cell's failure count differs from the baseline's at level `alpha`."""
-        return self.fisher_p is not None and self.fisher_p < alpha
+        """Whether the cell's failure count differs from the baseline's at family-wise `alpha`.
+
+        Judged by the Holm-adjusted p-value, as the labels are.
+        """
+        return self.p_adjusted is not None and self.p_adjusted < alpha
 
     def to_dict(self, alpha: float) -> dict[str, Any]:
         """Strict-JSON-ready dict: the cell's stats plus ratio, confound and evidence."""
@@ -358,8 +365,10 @@ class MatrixRow:
                 "step_time_ratio": _json_float(self.step_time_ratio),
                 "confound": self.confound,
                 "nan_rate_ci": _json_interval(self.nan_rate_ci),
-                "fisher_p": _json_float(self.fisher_p),
+                "p_value": _json_float(self.fisher_p),
+                "p_adjusted": _json_float(self.p_adjusted),
                 "significant": self.significant(alpha),
+                "failure_drop_ci": _json_interval(self.failure_drop_ci),
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
                 "observed_differences": (
                     None if self.observed_differences is None else list(self.observed_differences)
@@ -391,6 +400,8 @@ class Matrix:
     rows: tuple[MatrixRow, ...]
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # The drop `no effect` must rule out, as a fraction of the baseline's failure rate.
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE
 
     def row(self, name: str) -> MatrixRow:
         """The row of cell `name`; `KeyError` if there is none."""
@@ -412,6 +423,7 @@ class Matrix:
             "threshold": self.threshold,
             "confidence": self.confidence,
             "alpha": self.alpha,
+            "smallest_cure": self.smallest_cure,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "cells": [row.to_dict(self.alpha) for row in self.rows],
@@ -470,10 +482,55 @@ def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[f
     return cell_side, base_side
 
 
-def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
+def _trials_needed(
+    cell: CellStats, base: CellStats, alpha: float, smallest_cure: float
+) -> int | None:
+    """Trials per cell that would settle an open failure verdict (`confound` module docstring).
+
+    Sized for a drop from the baseline's rate by the observed drop or by the smallest cure
+    worth finding, whichever is larger: with that many trials such a drop shows at `alpha`
+    with 80 % power, and where there is none, the interval of the drop then rules out the
+    smallest cure with at least about that probability too (its half-width is smaller than
+    the drop the test is sized for).
+    """
     if cell.nan_rate is None or base.nan_rate is None:
         return None
-    return stats.trials_needed(base.nan_rate, cell.nan_rate, alpha=alpha, power=_SIZING_POWER)
+    drop = max(base.nan_rate - cell.nan_rate, smallest_cure * base.nan_rate)
+    return stats.trials_needed(
+        base.nan_rate, base.nan_rate - drop, alpha=alpha, power=_SIZING_POWER
+    )
+
+
+def _fisher_p(cell: CellStats, base: CellStats) -> float | None:
+    """The cell's two-sided Fisher p against the baseline; None when there is nothing to test."""
+    if cell.error is not None or base.error is not None:
+        return None
+    if cell.measured_count == 0 or base.measured_count == 0:
+        return None
+    return stats.fisher_p_value(
+        cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
+    )
+
+
+def _no_failure_warning(base: CellStats) -> list[str]:
+    """The banner for a baseline that ran and never failed: nothing for a cell to cure."""
+    if base.error is not None or base.measured_count == 0 or base.failed_count > 0:
+        return []
+    return [
+        f"Baseline did not reproduce the failure (0 of {base.measured_count} trials failed): "
+        "no cell can show a cure."
+    ]
+
+
+def _holm_note(family: int, alpha: float) -> list[str]:
+    if family < 2:
+        return []
+    return [
+        f"p-values are adjusted for the {family} cells compared with the baseline "
+        f"(Holm-Bonferroni; matrix.json: `p_value` raw, `p_adjusted`): labels use the adjusted "
+        f"value, so alpha {alpha:g} bounds the chance that any cell falsely reads `\u2014` or "
+        "`fails more`"
+    ]
 
 
 def _pct(rate: float) -> str:
@@ -500,10 +557,13 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
     return found
 
 
-def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> str | None:
+def _sizing_note(
+    rows: Sequence[MatrixRow], base: CellStats, alpha: float, sizing_alpha: float
+) -> str | None:
     """The "more trials needed" note, when no comparable cell differs significantly."""
-    if base.error is not None or base.nan_rate is None:
-        return None  # already a warning; there is no baseline rate to compare against
+    if base.error is not None or base.nan_rate is None or base.failed_count == 0:
+        # Already a warning: no baseline rate to compare against, or no failure to cure.
+        return None
     comparable = [
         r
         for r in rows
@@ -520,7 +580,7 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     widest = max(comparable, key=gap)  # first of equals: input order
     cell_rate = widest.stats.nan_rate
     assert cell_rate is not None
-    needed = stats.trials_needed(base_rate, cell_rate, alpha=alpha, power=_SIZING_POWER)
+    needed = stats.trials_needed(base_rate, cell_rate, alpha=sizing_alpha, power=_SIZING_POWER)
     if needed is None:
         return (
             f"no cell's failure rate differs from the baseline's ({_pct(base_rate)} of "
@@ -529,8 +589,8 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     return (
         f"more trials needed: {needed} trials per cell would detect a change from "
         f"{_pct(base_rate)} to {_pct(cell_rate)} (largest observed difference, cell "
-        f"{widest.name}; two-sided alpha {alpha:g}, {_SIZING_POWER:.0%} power); no cell differs "
-        f"significantly from the baseline (Fisher exact p >= {alpha:g})"
+        f"{widest.name}; two-sided alpha {sizing_alpha:.3g}, {_SIZING_POWER:.0%} power); no cell "
+        f"differs significantly from the baseline (Fisher exact p >= {alpha:g}, adjusted)"
     )
 
 
@@ -544,19 +604,23 @@ def build_matrix(
     bootstrap_resamples: int = 2000,
     seed: int = 0,
     paired: bool = False,
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE,
 ) -> Matrix:
     """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
 
     Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
     (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
-    two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
-    the ratio. With `paired` (the cells ran interleaved: trial k of every cell in round k) the
-    ratio and its interval are computed round by round over the rounds both cells ran
-    (`stats.paired_ratio`, `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their
-    rows. An errored (or timing-less) baseline never aborts:
-    ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
-    unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
-    bugs, not run outcomes.
+    two-sided Fisher exact p-value of its failures vs the baseline's, Holm-adjusted across the
+    compared cells (`stats.holm_adjust`; labels and `significant` use the adjusted value, so
+    `alpha` is family-wise), an interval of the drop in failure rate, and a bootstrap interval of
+    the ratio. `smallest_cure` (a fraction of the baseline's failure rate) is the drop that
+    `no effect` must rule out. A baseline that ran and never failed gets a warning first. With
+    `paired` (the cells ran interleaved: trial k of every cell in round k) the ratio and its
+    interval are computed round by round over the rounds both cells ran (`stats.paired_ratio`,
+    `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their rows. An errored
+    (or timing-less) baseline never aborts: ratios become None and a warning says so. Raises
+    `ValueError` for duplicate cell names, an unknown `baseline`, or an invalid `threshold`
+    (`confound.threshold_problem`) — caller bugs, not run outcomes.
     """
     names = [c.name for c in cells]
     duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -570,9 +634,11 @@ def build_matrix(
     problem = confound.alpha_problem(alpha)
     if problem:
         raise ValueError(f"alpha: {problem}, got {alpha!r}")
+    if not 0.0 < smallest_cure <= 1.0:
+        raise ValueError(f"smallest_cure: expected a fraction in (0, 1], got {smallest_cure!r}")
 
     base = cells[names.index(baseline)]
-    warnings: list[str] = []
+    warnings = _no_failure_warning(base)
     if base.error is not None:
         warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
     elif base.mean_step_time_ms is None:
@@ -584,8 +650,13 @@ def build_matrix(
     )
     warnings.extend(hardware_warnings)
 
+    # A matrix is many tests: every compared cell's p first, then adjusted as one family.
+    p_values = [None if c.name == baseline else _fisher_p(c, base) for c in cells]
+    adjusted = stats.holm_adjust(p_values)
+    family = sum(p is not None for p in p_values)
+    sizing_alpha = alpha / max(1, family)  # Bonferroni: the level the most-tested cell faces
     rows: list[MatrixRow] = []
-    for cell in cells:
+    for cell, fisher_p, p_adjusted in zip(cells, p_values, adjusted, strict=True):
         is_base = cell.name == baseline
         warnings.extend(_cell_warnings(cell, is_baseline=is_base))
         ratio = _ratio(cell, base)
@@ -597,21 +668,26 @@ def build_matrix(
             if cell.error is None and cell.measured_count > 0
             else None
         )
-        fisher_p: float | None = None
+        drop_ci = (
+            stats.rate_difference_interval(
+                base.failed_count,
+                base.measured_count,
+                cell.failed_count,
+                cell.measured_count,
+                confidence,
+            )
+            if fisher_p is not None
+            else None
+        )
         ratio_ci: tuple[float, float] | None = None
-        if not is_base and cell.error is None and base.error is None:
-            if cell.measured_count > 0 and base.measured_count > 0:
-                fisher_p = stats.fisher_p_value(
-                    cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
-                )
-            if ratio is not None:
-                ratio_ci = stats.bootstrap_ratio_interval(
-                    *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
-                    paired=pairs is not None,
-                    confidence=confidence,
-                    resamples=bootstrap_resamples,
-                    seed=seed,
-                )
+        if not is_base and cell.error is None and base.error is None and ratio is not None:
+            ratio_ci = stats.bootstrap_ratio_interval(
+                *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
+                paired=pairs is not None,
+                confidence=confidence,
+                resamples=bootstrap_resamples,
+                seed=seed,
+            )
         label = confound.classify(
             is_baseline=is_base,
             error=cell.error,
@@ -621,11 +697,13 @@ def build_matrix(
                 confidence=confidence,
                 nan_rate=cell.nan_rate,
                 baseline_nan_rate=base.nan_rate,
-                fisher_p=fisher_p,
-                trials_needed=_trials_needed(cell, base, alpha),
+                p_adjusted=p_adjusted,
+                drop_upper=None if drop_ci is None else drop_ci[1],
+                trials_needed=_trials_needed(cell, base, sizing_alpha, smallest_cure),
             ),
             threshold=threshold,
             alpha=alpha,
+            smallest_cure=smallest_cure,
         )
         rows.append(
             MatrixRow(
@@ -640,11 +718,14 @@ def build_matrix(
                     None if is_base else observed_differences(cell.observed, base.observed)
                 ),
                 kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
+                p_adjusted=p_adjusted,
+                failure_drop_ci=drop_ci,
             )
         )
 
-    note = _sizing_note(rows, base, alpha)
+    note = _sizing_note(rows, base, alpha, sizing_alpha)
     notes = [note] if note is not None else []
+    notes.extend(_holm_note(family, alpha))
     # A cell whose compiled kernels changed did act, whatever its observed settings say.
     notes.extend(
         _no_effect_note(row, base)
@@ -660,6 +741,7 @@ def build_matrix(
         rows=tuple(rows),
         warnings=tuple(warnings),
         notes=tuple(notes),
+        smallest_cure=smallest_cure,
     )
 
 

@@ -68,7 +68,8 @@ def _finite(values: tuple[float, ...]) -> list[float]:
 
 
 def _label(row: MatrixRow) -> str:
-    return f"{row.name}\n{row.confound}"
+    # A two-part label (speed; failures) gets a line per part: one line would crowd the axis.
+    return "\n".join([row.name, *row.confound.split("; ")])
 
 
 def _legend_below(ax: Any) -> None:
