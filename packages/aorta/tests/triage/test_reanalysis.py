@@ -72,9 +72,7 @@ def test_cli_matrix_command_and_its_bad_input(
     assert main(["triage", "matrix", str(run_dir), "--alpha", "0.2"]) == 0
     relabelled = json.loads((run_dir / "matrix.json").read_text())
     assert (relabelled["alpha"], relabelled["threshold"]) == (0.2, 1.15)  # the run's own
-    assert (
-        "alpha 0.2 bounds the chance that any cell" in (run_dir / "matrix.md").read_text()
-    )
+    assert "alpha 0.2 bounds the chance that any cell" in (run_dir / "matrix.md").read_text()
     for bad in ("0", "1", "nan"):
         assert main(["triage", "matrix", str(run_dir), "--alpha", bad]) == 2
         assert "--alpha: expected a significance level" in capsys.readouterr().err, bad

@@ -185,8 +185,8 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
     """The content of `matrix.json`: strict JSON (`json.dumps(..., allow_nan=False)` accepts it).
 
     Top level: schema version, ticket, workload, recipe origin (path + sha256, or flags), run
-    timestamp, baseline and its mean step time, threshold / confidence / alpha, interruption
-    state, partial probe scopes, the matrix's warnings and notes. Per cell: everything
+    timestamp, baseline and its mean step time, threshold / confidence / alpha / smallest_cure,
+    interruption state, partial probe scopes, the matrix's warnings and notes. Per cell: everything
     `MatrixRow.to_dict` gives (counts, stats, raw step times, ratio, confound, evidence) plus
     the cell's mitigations, resolved env vars (`env`), `extra_env`, environment descriptor,
     effective trials/steps and the trial JSON paths relative to the run directory.
