@@ -283,7 +283,7 @@ def test_note_sizes_more_trials_when_no_cell_differs_significantly() -> None:
     # Sized at the Bonferroni level alpha / 3 for the three compared cells.
     assert note.startswith("more trials needed: 19 trials per cell would detect a change from 50%")
     assert "to 0%" in note and "two-sided alpha 0.0167" in note
-    assert matrix.notes[1].startswith("p-values are adjusted for the 3 cells compared")
+    assert matrix.notes[1].startswith("p-values are Holm-Bonferroni adjusted over the 3 cells compared")
 
 
 def test_no_note_when_a_cell_differs_significantly() -> None:
@@ -324,7 +324,7 @@ def test_a_baseline_that_never_failed_is_a_banner_and_no_cell_can_show_a_cure() 
     assert matrix.row("slow").confound == "speed (+50%); no failure to cure"
     # Failing significantly more than a baseline that never failed is a finding of its own.
     assert matrix.row("broken").confound.startswith("fails more (p")
-    assert matrix.notes[0].startswith("p-values are adjusted")  # no "more trials" sizing
+    assert matrix.notes[0].startswith("p-values are Holm-Bonferroni")  # no "more trials" sizing
 
 
 def test_a_baseline_that_failed_once_gets_no_banner() -> None:

@@ -526,10 +526,9 @@ def _holm_note(family: int, alpha: float) -> list[str]:
     if family < 2:
         return []
     return [
-        f"p-values are adjusted for the {family} cells compared with the baseline "
-        f"(Holm-Bonferroni; matrix.json: `p_value` raw, `p_adjusted`): labels use the adjusted "
-        f"value, so alpha {alpha:g} bounds the chance that any cell falsely reads `\u2014` or "
-        "`fails more`"
+        f"p-values are Holm-Bonferroni adjusted over the {family} cells compared with the "
+        f"baseline (`p_adjusted`; raw: `p_value`); labels use the adjusted value, alpha "
+        f"{alpha:g} family-wise"
     ]
 
 
