@@ -283,7 +283,7 @@ def test_note_sizes_more_trials_when_no_cell_differs_significantly() -> None:
     # Sized at the Bonferroni level alpha / 3 for the three compared cells.
     assert note.startswith("more trials needed: 19 trials per cell would detect a change from 50%")
     assert "to 0%" in note and "two-sided alpha 0.0167" in note
-    assert matrix.notes[1].startswith("p-values are Holm-Bonferroni adjusted over the 3 cells compared")
+    assert matrix.notes[1].startswith("p-values are Holm-Bonferroni adjusted over the 3 cells")
 
 
 def test_no_note_when_a_cell_differs_significantly() -> None:
