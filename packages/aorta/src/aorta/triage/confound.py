@@ -26,7 +26,8 @@ when the step times raise no question:
 
 The failures part compares failure counts by a two-sided Fisher exact test whose p-value is
 Holm-adjusted across the matrix's non-baseline cells (`stats.holm_adjust`), so `alpha` is the
-family-wise level: the chance that *any* cell of a matrix falsely reads `—` or `fails more`:
+family-wise level: it bounds the chance that *any* cell of a matrix falsely claims a significant
+drop (`—`, `drop significant`) or rise (`fails more`):
 
 - `—` (alone) / `drop significant (p=...)` (after a speed part): the failure rate dropped and
   the adjusted p < alpha; alone it means "trust this cell";
