@@ -202,7 +202,8 @@ def test_not_independent_is_an_early_rule_of_the_label() -> None:
         confidence=0.95,
         nan_rate=0.0,
         baseline_nan_rate=1.0,
-        fisher_p=0.001,  # would read "—" (trust it) if the trials were independent
+        p_adjusted=0.001,  # would read "—" (trust it) if the trials were independent
+        drop_upper=1.0,
         trials_needed=None,
         not_independent="its 4 trials are copies (identical loss traces)",
     )

@@ -360,7 +360,7 @@ class MatrixRow:
     step_time_ratio: float | None
     confound: str
     nan_rate_ci: tuple[float, float] | None
-    fisher_p: float | None
+    fisher_p: float | None  # raw two-sided Fisher exact p (`p_value` in matrix.json)
     step_time_ratio_ci: tuple[float, float] | None
     # Observed settings that differ from the baseline's: () = no observable effect, None = not
     # comparable (baseline row, errored cell, or a side that recorded no settings).
@@ -371,6 +371,10 @@ class MatrixRow:
     independent: bool = True
     # The steps the ratio compares, [first, last] in the cell's numbering (`window`).
     step_window: tuple[int, int] | None = None
+    # `fisher_p` Holm-adjusted across the matrix's compared cells: what the labels use.
+    p_adjusted: float | None = None
+    # Interval of the baseline's failure rate minus this cell's (`stats.rate_difference_interval`).
+    failure_drop_ci: tuple[float, float] | None = None
 
     @property
     def name(self) -> str:
@@ -378,8 +382,11 @@ class MatrixRow:
         return self.stats.name
 
     def significant(self, alpha: float) -> bool:
-        """Whether the cell's failure count differs from the baseline's at level `alpha`."""
-        return self.fisher_p is not None and self.fisher_p < alpha
+        """Whether the cell's failure count differs from the baseline's at family-wise `alpha`.
+
+        Judged by the Holm-adjusted p-value, as the labels are.
+        """
+        return self.p_adjusted is not None and self.p_adjusted < alpha
 
     def to_dict(self, alpha: float) -> dict[str, Any]:
         """Strict-JSON-ready dict: the cell's stats plus ratio, confound and evidence."""
@@ -390,8 +397,10 @@ class MatrixRow:
                 "step_time_ratio": _json_float(self.step_time_ratio),
                 "confound": self.confound,
                 "nan_rate_ci": _json_interval(self.nan_rate_ci),
-                "fisher_p": _json_float(self.fisher_p),
+                "p_value": _json_float(self.fisher_p),
+                "p_adjusted": _json_float(self.p_adjusted),
                 "significant": self.significant(alpha),
+                "failure_drop_ci": _json_interval(self.failure_drop_ci),
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
                 "observed_differences": (
                     None if self.observed_differences is None else list(self.observed_differences)
@@ -425,6 +434,8 @@ class Matrix:
     rows: tuple[MatrixRow, ...]
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # The drop `no effect` must rule out, as a fraction of the baseline's failure rate.
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE
 
     def row(self, name: str) -> MatrixRow:
         """The row of cell `name`; `KeyError` if there is none."""
@@ -446,6 +457,7 @@ class Matrix:
             "threshold": self.threshold,
             "confidence": self.confidence,
             "alpha": self.alpha,
+            "smallest_cure": self.smallest_cure,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "cells": [row.to_dict(self.alpha) for row in self.rows],
@@ -522,10 +534,43 @@ def _fisher_p(cell: CellStats, base: CellStats) -> float | None:
     return stats.fisher_p_value(failed, measured, base_failed, base_measured)
 
 
-def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
+def _trials_needed(
+    cell: CellStats, base: CellStats, alpha: float, smallest_cure: float
+) -> int | None:
+    """Trials per cell that would settle an open failure verdict (`confound` module docstring).
+
+    Sized for a drop from the baseline's rate by the observed drop or by the smallest cure
+    worth finding, whichever is larger: with that many trials such a drop shows at `alpha`
+    with 80 % power, and where there is none, the interval of the drop then rules out the
+    smallest cure with at least about that probability too (its half-width is smaller than
+    the drop the test is sized for).
+    """
     if cell.nan_rate is None or base.nan_rate is None:
         return None
-    return stats.trials_needed(base.nan_rate, cell.nan_rate, alpha=alpha, power=_SIZING_POWER)
+    drop = max(base.nan_rate - cell.nan_rate, smallest_cure * base.nan_rate)
+    return stats.trials_needed(
+        base.nan_rate, base.nan_rate - drop, alpha=alpha, power=_SIZING_POWER
+    )
+
+
+def _no_failure_warning(base: CellStats) -> list[str]:
+    """The banner for a baseline that ran and never failed: nothing for a cell to cure."""
+    if base.error is not None or base.measured_count == 0 or base.failed_count > 0:
+        return []
+    return [
+        f"Baseline did not reproduce the failure (0 of {base.measured_count} trials failed): "
+        "no cell can show a cure."
+    ]
+
+
+def _holm_note(family: int, alpha: float) -> list[str]:
+    if family < 2:
+        return []
+    return [
+        f"p-values are Holm-Bonferroni adjusted over the {family} cells compared with the "
+        f"baseline (`p_adjusted`; raw: `p_value`); labels use the adjusted value, alpha "
+        f"{alpha:g} family-wise"
+    ]
 
 
 def _pct(rate: float) -> str:
@@ -555,10 +600,13 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
     return found
 
 
-def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> str | None:
+def _sizing_note(
+    rows: Sequence[MatrixRow], base: CellStats, alpha: float, sizing_alpha: float
+) -> str | None:
     """The "more trials needed" note, when no comparable cell differs significantly."""
-    if base.error is not None or base.nan_rate is None:
-        return None  # already a warning; there is no baseline rate to compare against
+    if base.error is not None or base.nan_rate is None or base.failed_count == 0:
+        # Already a warning: no baseline rate to compare against, or no failure to cure.
+        return None
     comparable = [
         r
         for r in rows
@@ -578,7 +626,7 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     widest = max(comparable, key=gap)  # first of equals: input order
     cell_rate = widest.stats.nan_rate
     assert cell_rate is not None
-    needed = stats.trials_needed(base_rate, cell_rate, alpha=alpha, power=_SIZING_POWER)
+    needed = stats.trials_needed(base_rate, cell_rate, alpha=sizing_alpha, power=_SIZING_POWER)
     if needed is None:
         return (
             f"no cell's failure rate differs from the baseline's ({_pct(base_rate)} of "
@@ -587,9 +635,49 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     return (
         f"more trials needed: {needed} trials per cell would detect a change from "
         f"{_pct(base_rate)} to {_pct(cell_rate)} (largest observed difference, cell "
-        f"{widest.name}; two-sided alpha {alpha:g}, {_SIZING_POWER:.0%} power); no cell differs "
-        f"significantly from the baseline (Fisher exact p >= {alpha:g})"
+        f"{widest.name}; two-sided alpha {sizing_alpha:.3g}, {_SIZING_POWER:.0%} power); no cell "
+        f"differs significantly from the baseline (Fisher exact p >= {alpha:g}, adjusted)"
     )
+
+
+def _check_arguments(
+    names: Sequence[str], baseline: str, threshold: float, alpha: float, smallest_cure: float
+) -> None:
+    """Raise `ValueError` for arguments `build_matrix` cannot judge with (caller bugs)."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
+    if baseline not in names:
+        raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
+    problem = confound.threshold_problem(threshold)
+    if problem:
+        raise ValueError(f"threshold: {problem}, got {threshold!r}")
+    problem = confound.alpha_problem(alpha)
+    if problem:
+        raise ValueError(f"alpha: {problem}, got {alpha!r}")
+    if not 0.0 < smallest_cure <= 1.0:
+        raise ValueError(f"smallest_cure: expected a fraction in (0, 1], got {smallest_cure!r}")
+
+
+def _matrix_warnings(cells: Sequence[CellStats], base: CellStats) -> tuple[list[str], list[str]]:
+    """(warnings, notes) about the whole matrix: its baseline, clocks, copies, hardware, load."""
+    warnings = _no_failure_warning(base)
+    if base.error == NOT_RUN:
+        warnings.append(f"baseline cell {base.name} {_NOT_RUN_TEXT}: ratios are n/a")
+    elif base.error is not None:
+        warnings.append(f"baseline cell {base.name} failed: ratios are n/a ({base.error})")
+    elif base.mean_step_time_ms is None:
+        warnings.append(f"baseline cell {base.name} recorded no step times: ratios are n/a")
+    warnings.extend(_consistency_warnings(cells))
+    warnings.extend(
+        independence.copies_warnings([(c.name, c.independence) for c in cells], base.name)
+    )
+    hardware_warnings, hardware_notes = hardware_findings(
+        {c.name: [t.host for t in c.trials if t.measured] for c in cells}
+    )
+    warnings.extend(hardware_warnings)
+    warnings.extend(load_warnings(cells))
+    return warnings, hardware_notes
 
 
 def build_matrix(
@@ -602,53 +690,36 @@ def build_matrix(
     bootstrap_resamples: int = 2000,
     seed: int = 0,
     paired: bool = False,
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE,
 ) -> Matrix:
     """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
 
     Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
     (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
-    two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
-    the ratio. With `paired` (the cells ran interleaved: trial k of every cell in round k) the
-    ratio and its interval are computed round by round over the rounds both cells ran
-    (`stats.paired_ratio`, `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their
-    rows. An errored (or timing-less) baseline never aborts:
-    ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
-    unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
-    bugs, not run outcomes.
+    two-sided Fisher exact p-value of its failures vs the baseline's, Holm-adjusted across the
+    compared cells (`stats.holm_adjust`; labels and `significant` use the adjusted value, so
+    `alpha` is family-wise), an interval of the drop in failure rate, and a bootstrap interval of
+    the ratio. `smallest_cure` (a fraction of the baseline's failure rate) is the drop that
+    `no effect` must rule out. A baseline that ran and never failed gets a warning first. With
+    `paired` (the cells ran interleaved: trial k of every cell in round k) the ratio and its
+    interval are computed round by round over the rounds both cells ran (`stats.paired_ratio`,
+    `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their rows. An errored
+    (or timing-less) baseline never aborts: ratios become None and a warning says so. Raises
+    `ValueError` for duplicate cell names, an unknown `baseline`, or an invalid `threshold`
+    (`confound.threshold_problem`) — caller bugs, not run outcomes.
     """
     names = [c.name for c in cells]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
-    if baseline not in names:
-        raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
-    problem = confound.threshold_problem(threshold)
-    if problem:
-        raise ValueError(f"threshold: {problem}, got {threshold!r}")
-    problem = confound.alpha_problem(alpha)
-    if problem:
-        raise ValueError(f"alpha: {problem}, got {alpha!r}")
-
+    _check_arguments(names, baseline, threshold, alpha, smallest_cure)
     base = cells[names.index(baseline)]
-    warnings: list[str] = []
-    if base.error == NOT_RUN:
-        warnings.append(f"baseline cell {baseline} {_NOT_RUN_TEXT}: ratios are n/a")
-    elif base.error is not None:
-        warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
-    elif base.mean_step_time_ms is None:
-        warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")
-    warnings.extend(_consistency_warnings(cells))
-    warnings.extend(
-        independence.copies_warnings([(c.name, c.independence) for c in cells], baseline)
-    )
-    hardware_warnings, hardware_notes = hardware_findings(
-        {c.name: [t.host for t in c.trials if t.measured] for c in cells}
-    )
-    warnings.extend(hardware_warnings)
-    warnings.extend(load_warnings(cells))
+    warnings, hardware_notes = _matrix_warnings(cells, base)
 
+    # A matrix is many tests: every compared cell's p first, then adjusted as one family.
+    p_values = [None if c.name == baseline else _fisher_p(c, base) for c in cells]
+    adjusted = stats.holm_adjust(p_values)
+    family = sum(p is not None for p in p_values)
+    sizing_alpha = alpha / max(1, family)  # Bonferroni: the level the most-tested cell faces
     rows: list[MatrixRow] = []
-    for cell in cells:
+    for cell, fisher_p, p_adjusted in zip(cells, p_values, adjusted, strict=True):
         is_base = cell.name == baseline
         warnings.extend(_cell_warnings(cell, is_baseline=is_base))
         steps = _step_window(cell, base)
@@ -658,7 +729,13 @@ def build_matrix(
             ratio = stats.paired_ratio(*pairs)
         not_independent = _not_independent(cell, base, is_baseline=is_base)
         nan_ci = _nan_rate_ci(cell, confidence)
-        fisher_p = None if is_base else _fisher_p(cell, base)
+        drop_ci = (
+            stats.rate_difference_interval(
+                *_evidence_counts(base), *_evidence_counts(cell), confidence
+            )
+            if fisher_p is not None
+            else None
+        )
         ratio_ci: tuple[float, float] | None = None
         # `steps` is None when either cell errored.
         if not is_base and steps is not None and ratio is not None:
@@ -678,12 +755,14 @@ def build_matrix(
                 confidence=confidence,
                 nan_rate=cell.nan_rate,
                 baseline_nan_rate=base.nan_rate,
-                fisher_p=fisher_p,
-                trials_needed=_trials_needed(cell, base, alpha),
+                p_adjusted=p_adjusted,
+                drop_upper=None if drop_ci is None else drop_ci[1],
+                trials_needed=_trials_needed(cell, base, sizing_alpha, smallest_cure),
                 not_independent=not_independent,
             ),
             threshold=threshold,
             alpha=alpha,
+            smallest_cure=smallest_cure,
         )
         rows.append(
             MatrixRow(
@@ -700,11 +779,14 @@ def build_matrix(
                 kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
                 independent=not_independent is None,
                 step_window=None if steps is None else (steps.first, steps.last),
+                p_adjusted=p_adjusted,
+                failure_drop_ci=drop_ci,
             )
         )
 
-    note = _sizing_note(rows, base, alpha)
+    note = _sizing_note(rows, base, alpha, sizing_alpha)
     notes = [note] if note is not None else []
+    notes.extend(_holm_note(family, alpha))
     # A cell whose compiled kernels changed did act, whatever its observed settings say.
     notes.extend(
         _no_effect_note(row, base)
@@ -720,6 +802,7 @@ def build_matrix(
         rows=tuple(rows),
         warnings=tuple(warnings),
         notes=tuple(notes),
+        smallest_cure=smallest_cure,
     )
 
 
