@@ -438,8 +438,8 @@ def _locked_sessions(
                 say.warning(f"skipping a corrupt session file: {exc}")
         if not sessions and locked:  # nothing to do because another monitor has it all
             raise locked[0]  # one line: the error alone, no "skipping" before it
-        for exc in locked:
-            say.warning(f"skipping: {exc}")
+        for refusal in locked:
+            say.warning(f"skipping: {refusal}")
         yield sessions
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_restart_cancels_and_resubmits_in_the_same_poll_within_max_restarts(
     assert [a.metadata["error_type"] for a in job.attempts] == ["nan"] * 3
     assert job.restarts == {"crash": 2}
     jobs = [fake.jobs[a.job_id] for a in job.attempts]
-    for before, after in zip(jobs, jobs[1:], strict=False):
+    for before, after in itertools.pairwise(jobs):
         assert after.submitted_at == before.cancelled_at  # resubmitted at once
     assert job.outcome is not None
     assert job.outcome.decision == "global restart cap reached (2/2)"

@@ -815,9 +815,7 @@ class MonitorController:
         total = sum(job.restarts.values())
         policy = policy_for(settings.policies, mode)
         decider = f"on_match of {restart_on}" if restart_on else type(policy).__name__
-        if policy is None and restart_on is None:
-            action, reason, time_limit = "stop", f"no restart policy for mode {mode}", None
-        elif total >= settings.config.max_restarts:
+        if total >= settings.config.max_restarts and (policy or restart_on):
             action, reason, time_limit = (
                 "stop",
                 f"global restart cap reached ({total}/{settings.config.max_restarts})",
@@ -826,6 +824,8 @@ class MonitorController:
         elif restart_on is not None:
             action, reason = "restart", f"log signal {restart_on} has on_match restart"
             time_limit = None
+        elif policy is None:
+            action, reason, time_limit = "stop", f"no restart policy for mode {mode}", None
         else:
             decision = policy.decide(
                 RestartContext(
