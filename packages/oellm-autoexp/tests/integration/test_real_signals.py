@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from oellm_autoexp import api
 from oellm_autoexp.monitor import MonitorController
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.real import RealSlurmClient
@@ -76,6 +77,12 @@ def test_a_job_running_on_after_its_nan_line_is_cancelled_within_two_polls(
     latency = float((out / "terminated").read_text()) - float((out / "nan_at").read_text())
     # One poll interval plus squeue/scancel round trips; two polls at most.
     assert 0 < latency < 2 * POLL_S + 2.0
-    state = slurm_cluster.run("scontrol", "show", "job", "-o", attempt.job_id, check=False)
-    assert "JobState=CANCELLED" in state or not state.strip()
-    print(f"cancel latency: {latency:.2f} s (poll interval {POLL_S} s)")
+    # The record says what the monitor last saw (RUNNING); `status` asks SLURM.
+    assert job.slurm_state == "RUNNING"
+    (row,) = api.status(store, client=client)
+    assert (row.slurm_id, row.slurm_state, row.slurm_state_source) == (
+        attempt.job_id,
+        "CANCELLED",
+        "slurm",
+    )
+    print(f"cancel latency: {latency:.2f} s, {polls_after_line} poll(s) (poll interval {POLL_S} s)")
