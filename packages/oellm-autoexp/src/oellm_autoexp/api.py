@@ -264,6 +264,26 @@ def submit(
     return outcome
 
 
+def earlier_submission(
+    planned: PlanResult,
+    *,
+    array_subset: str | None = None,
+    if_active: str = IF_ACTIVE_REFUSE,
+    reporter: Reporter | None = None,
+) -> list[Session]:
+    """The active sessions `submit(planned, ..., if_active=...)` would attach to (none: it
+    submits); raises its refusal for ``"refuse"``. Lets a caller refuse before asking anything."""
+    from oellm_autoexp.submit_options import parse_subset
+
+    the_plan = planned.plan
+    only = None
+    if array_subset is not None:
+        only = parse_subset(array_subset, [job.index for job in the_plan.jobs])
+    wanted = {job.job_id for job in the_plan.jobs if only is None or job.index in only}
+    store = store_for_config(planned.config, the_plan.output_root)
+    return _earlier_sessions(store, the_plan.plan_id, wanted, if_active, reporter or NullReporter())
+
+
 def active_sessions_of(
     store: SessionStore, plan_id: str, job_keys: set[str], reporter: Reporter | None = None
 ) -> list[Session]:

@@ -114,8 +114,15 @@ def test_a_second_submit_of_an_active_plan_is_refused_attached_or_forced(
 ) -> None:
     fake = FakeSlurmClient(FakeClock(), lambda _r, _j, _n: Timeline(run_s=None))
     monkeypatch.setattr(cli_monitor, "_client", lambda: fake)
-    args = ["submit", str(EXAMPLE), f"project.base_output_dir={tmp_path}", "--test-only=never"]
-    assert main([*args, "--no-monitor"]) == 0
+    # Every submission asks about its cost (threshold 0): the refusal and --attach come first.
+    args = [
+        "submit",
+        str(EXAMPLE),
+        f"project.base_output_dir={tmp_path}",
+        "+scheduler.confirm_above_hours=0",
+        "--test-only=never",
+    ]
+    assert main([*args, "--no-monitor", "--yes"]) == 0
     store = SessionStore(tmp_path / "monitoring_state")
     (first,) = store.ids()
     capsys.readouterr()
@@ -133,11 +140,14 @@ def test_a_second_submit_of_an_active_plan_is_refused_attached_or_forced(
     assert f"attached to session {first} of the same plan; nothing submitted" in out
     assert f"monitor with: oellm-autoexp monitor --monitor-session {first}" in out
     assert (store.ids(), fake.calls["sbatch"]) == ([first], 1)
-    # Another subset of the same plan is no duplicate ... and --new-session forces one.
-    other = tmp_path / "other"
-    assert main([*args[:2], f"project.base_output_dir={other}", "--no-monitor"]) == 0
-    assert main([*args, "--no-monitor", "--new-session"]) == 0
-    assert len(store.ids()) == 2 and fake.calls["sbatch"] == 3
+    # --new-session forces a second submission (after the cost question).
+    capsys.readouterr()
+    assert main([*args, "--no-monitor", "--array-subset", "1"]) == 2  # job 1 is active
+    assert f"session {first} is active" in capsys.readouterr().err
+    assert main([*args, "--no-monitor", "--new-session"]) == 2  # submits: the cost question
+    assert "pass --yes to submit it" in capsys.readouterr().err
+    assert main([*args, "--no-monitor", "--new-session", "--yes"]) == 0
+    assert len(store.ids()) == 2 and fake.calls["sbatch"] == 2
     assert main([*args, "--attach", "--new-session"]) == 2
 
 

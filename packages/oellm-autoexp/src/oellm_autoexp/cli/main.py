@@ -212,7 +212,13 @@ def submit_command(
     click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
     if local:
         check_local(result.config, monitor=not no_monitor, dry_run=dry_run)
-    if not dry_run and not local:  # a local run spends no cluster time
+    if_active = "attach" if attach else "new" if new_session else "refuse"
+    attaching: list[Any] = []
+    if not dry_run and not local:  # refused (or attached) before the cost question
+        from oellm_autoexp import api
+
+        attaching = api.earlier_submission(result, array_subset=array_subset, if_active=if_active)
+    if not dry_run and not local and not attaching:  # a local run spends no cluster time
         confirm_cost(
             cost,
             result.config.get("scheduler", {}).get("confirm_above_hours"),
@@ -224,7 +230,6 @@ def submit_command(
     if not dry_run:
         from oellm_autoexp.cli.monitor import run_submit
 
-        if_active = "attach" if attach else "new" if new_session else "refuse"
         return run_submit(
             result,
             monitor=not no_monitor,
