@@ -39,14 +39,22 @@ def test_full_spec_round_trips_through_to_dict() -> None:
 
 def test_defaults() -> None:
     spec = parse_command_spec({"command": [PY, "-c", "pass"]})
-    assert (spec.hang_after, spec.timeout, spec.keep_logs, spec.clock) == (
+    assert (spec.hang_after, spec.timeout, spec.keep_logs, spec.step_time, spec.clock) == (
         None,
         None,
         "failed",
-        "none",
+        "auto",  # no settings: every known log format, decided per trial
+        "auto",
     )
     assert spec.warmup_for(40) == 3 and spec.warmup_for(10) == 2
-    assert parse_command_spec({"command": [PY], "step_marker": "^step"}).clock == "arrival"
+    assert parse_command_spec(spec.to_dict()) == spec
+    marker = parse_command_spec({"command": [PY], "step_marker": "^step"})
+    assert (marker.step_time, marker.clock) == (None, "arrival")
+    assert parse_command_spec(marker.to_dict()) == marker
+    # `step_time: null` turns the default off, and stays off through recipe.resolved.yaml.
+    off = parse_command_spec({"command": [PY], "step_time": None})
+    assert (off.step_time, off.clock) == (None, "none")
+    assert parse_command_spec(off.to_dict()) == off
 
 
 def test_render_argv_substitutes_placeholders() -> None:
