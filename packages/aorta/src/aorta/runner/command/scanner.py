@@ -29,6 +29,7 @@ LONG_LINE_OVERLAP: Final = 4096
 _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # A matched line is recorded up to this many characters.
 _RECORD_CHARS: Final = 500
+_RECORD_BEFORE: Final = 200
 # Step times kept per trial; a command that prints more step lines than this (a run of
 # millions of iterations) keeps the first ones and counts the rest.
 MAX_RECORDED_STEPS: Final = 1_000_000
@@ -67,7 +68,11 @@ class ScanState:
 
 
 def _line_at(text: str, pos: int) -> str:
+    """The line holding `pos`, as recorded: from its start, or from shortly before `pos` when
+    the match lies too far in to be recorded with it (a long line's head says nothing)."""
     start = text.rfind("\n", 0, pos) + 1
+    if pos - start > _RECORD_CHARS - _RECORD_BEFORE:
+        start = pos - _RECORD_BEFORE
     end = text.find("\n", pos)
     return text[start : end if end >= 0 else len(text)][:_RECORD_CHARS]
 

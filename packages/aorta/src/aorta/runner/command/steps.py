@@ -112,7 +112,7 @@ class FormatSteps:
     def __init__(self, formats: tuple[Format, ...], started: float, *, arrival: bool) -> None:
         self.formats = formats
         self.arrival = arrival
-        self._last_step: dict[str, int] = {}
+        self._last_step: dict[tuple[str, bool], int] = {}
         self._last_arrival = started
         self._last_arrival_step: int | None = None
 
@@ -138,9 +138,12 @@ class FormatSteps:
     def _event(self, reading: Reading, arrival: float) -> StepEvent | None:
         is_step = reading.is_step
         if is_step and reading.step is not None:
-            if self._last_step.get(reading.name) == reading.step:
+            # Per format and kind of line (timed or not): DeepSpeed prints `step=10` and
+            # `steps: 10 ... iter time (s)` for the same step.
+            key = (reading.name, reading.time_ms is None)
+            if self._last_step.get(key) == reading.step:
                 return None  # a redraw of a step already read
-            self._last_step[reading.name] = reading.step
+            self._last_step[key] = reading.step
         time_ms, clock = reading.time_ms, "log"
         if is_step and time_ms is None:
             if self.arrival:

@@ -158,7 +158,7 @@ def read_warnings(spec: CommandSpec, scan: ScanState, outcome: Outcome) -> list[
             f"count as unknown, not as non-finite (first: {first!r})"
         )
     own_signal = spec.failure_patterns or spec.failure_exit_codes
-    if outcome == "passed" and scan.values_read == 0 and not own_signal:
+    if outcome == "passed" and not (scan.values_read or scan.unreadable or own_signal):
         found.append(
             "no loss or grad-norm value was read from the output (no line in a known format): "
             "a non-finite loss printed another way would go unseen; give step_time or "
