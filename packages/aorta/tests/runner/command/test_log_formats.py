@@ -124,7 +124,8 @@ def nemo(bad: bool) -> Sample:
             (
                 f"\rEpoch 0: :  {step * 10}%|{'█' * step:<10}| {step}/10 [00:0{step}<00:04,"
                 f" reduced_train_loss={shown}, global_step={step - 1:.3f},"
-                f" consumed_samples={step * 32:.1f}, train_step_timing in s={step_ms(step) / 1000:.3f}]",
+                f" consumed_samples={step * 32:.1f},"
+                f" train_step_timing in s={step_ms(step) / 1000:.3f}]",
                 0.0,
             )
         )
@@ -390,7 +391,7 @@ def test_nan_deep_inside_a_very_long_line_is_seen(tmp_path: Path, nan_at_mib: fl
 
 
 def test_finite_very_long_line_passes(tmp_path: Path) -> None:
-    chunks = [("z" * (3 << 20) + " loss: 2.5 info\n", 0.0)] + nanogpt(False).chunks
+    chunks = [("z" * (3 << 20) + " loss: 2.5 info\n", 0.0), *nanogpt(False).chunks]
     out = run_log(tmp_path, chunks)
     assert out.outcome == "passed", out.reason
     assert out.step_format == "nanogpt"
