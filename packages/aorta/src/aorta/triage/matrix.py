@@ -49,6 +49,7 @@ from aorta.triage.observed import (
     observed_differences,
     observed_settings,
 )
+from aorta.triage.read_warnings import cell_read_warnings, trial_read_warnings
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -82,6 +83,7 @@ class TrialSummary:
     step_clock: str | None = None  # what its step times measure; None: not declared
     outcome: Outcome = "passed"
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
+    read_warnings: tuple[str, ...] = ()  # what reading its log could not vouch for
 
     @property
     def measured(self) -> bool:
@@ -285,6 +287,7 @@ def aggregate_cell(
             step_clock=r.step_clock,
             outcome=r.outcome,
             host=r.host,
+            read_warnings=trial_read_warnings(r.command),
         )
         for r in ordered
     )
@@ -497,6 +500,9 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
         )
     if cell.mean_step_time_ms is None and not is_baseline:
         found.append(f"cell {cell.name} recorded no step times: its ratio is n/a")
+    found.extend(
+        cell_read_warnings(cell.name, ((t.trial_id, t.read_warnings) for t in cell.trials))
+    )
     return found
 
 

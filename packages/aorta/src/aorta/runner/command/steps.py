@@ -144,7 +144,8 @@ class FormatSteps:
             if self._last_step.get(key) == reading.step:
                 return None  # a redraw of a step already read
             self._last_step[key] = reading.step
-        time_ms, clock = reading.time_ms, "log"
+        time_ms = reading.time_ms
+        clock: StepClock = "log"
         if is_step and time_ms is None:
             if self.arrival:
                 time_ms, clock = self._arrival_ms(reading.step, arrival), "arrival"
