@@ -115,6 +115,16 @@ def test_nan_inside_ansi_colours_and_tqdm_redraws_is_seen() -> None:
     assert scanner.state.step_format == "hf" and scanner.state.clock == "log"
 
 
+def test_an_evaluation_bar_between_training_bars_is_not_a_step() -> None:
+    scanner = scanner_for()
+    train = "\r  {s}%|#   | {s}/100 [00:0{s}<00:20,  4.00it/s]"
+    evaluation = "\r 50%|#####     | 5/10 [00:00<00:00, 40.00it/s]"
+    out = train.format(s=1) + train.format(s=2) + evaluation + train.format(s=3) + "\n"
+    scanner.feed(out.encode(), 1.0)
+    assert scanner.state.step_times_ms == [250.0, 250.0, 250.0]
+    assert scanner.state.last_step == 3
+
+
 def test_printed_step_times_replace_arrival_times_once_seen() -> None:
     # DeepSpeed: `step=N` (no time) comes before the `steps: N ... iter time (s)` line.
     scanner = scanner_for()

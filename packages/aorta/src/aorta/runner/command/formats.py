@@ -50,6 +50,7 @@ class Reading:
     time_ms: float | None = None  # the step time the line printed; None: not printed
     loss: str | None = None  # raw text of the loss value, as printed
     grad_norm: str | None = None
+    total: int | None = None  # a progress bar's total (its `N/total`)
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,7 @@ def _nemo(text: str) -> list[Reading]:
                 step if step is not None else int(match.group("step")),
                 time_ms,
                 _search(_NEMO_LOSS, body),
+                total=int(match.group("total")),
             )
         )
     return found
@@ -179,7 +181,9 @@ def _tqdm(text: str) -> list[Reading]:
             continue  # the first bar has no rate yet
         per_step = 1000.0 / rate if rate_match.group("unit") == "it/s" else rate * 1000.0
         name = "lightning" if description.lstrip().startswith("Epoch") else "hf"
-        found.append(Reading(start, name, True, step, per_step, _search(_BAR_LOSS, body)))
+        total = int(match.group("total"))
+        loss = _search(_BAR_LOSS, body)
+        found.append(Reading(start, name, True, step, per_step, loss, total=total))
     return found
 
 

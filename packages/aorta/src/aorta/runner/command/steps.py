@@ -106,13 +106,16 @@ class FormatSteps:
     line that printed none is timed by when its line arrived: the gap since the previous
     such line, divided by the steps between them when both lines number their step (a format
     that logs every 10 steps gives per-step times). Without `arrival` such a line only
-    carries its values. A step number a line repeats (a tqdm bar redrawn) is read once.
+    carries its values. A step number a line repeats (a tqdm bar redrawn) is read once, and
+    only the bars of the first bar's total count as steps (the Hugging Face Trainer draws
+    its evaluation bar like its training bar).
     """
 
     def __init__(self, formats: tuple[Format, ...], started: float, *, arrival: bool) -> None:
         self.formats = formats
         self.arrival = arrival
         self._last_step: dict[tuple[str, bool], int] = {}
+        self._bar_total: dict[str, int] = {}
         self._last_arrival = started
         self._last_arrival_step: int | None = None
 
@@ -137,6 +140,9 @@ class FormatSteps:
 
     def _event(self, reading: Reading, arrival: float) -> StepEvent | None:
         is_step = reading.is_step
+        total = reading.total
+        if total is not None and self._bar_total.setdefault(reading.name, total) != total:
+            is_step = False  # another bar (an evaluation): its values only
         if is_step and reading.step is not None:
             # Per format and kind of line (timed or not): DeepSpeed prints `step=10` and
             # `steps: 10 ... iter time (s)` for the same step.
