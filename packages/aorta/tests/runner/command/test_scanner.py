@@ -145,6 +145,17 @@ def test_arrival_time_is_divided_by_the_steps_between_lines() -> None:
     assert scanner.state.step_times_ms[1] == pytest.approx(200.0)
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["step 1 of 3: loss function ready", "step 2 loss info: 3", "iteration 4 | loss scale: inf"],
+)
+def test_words_after_loss_are_no_value(line: str) -> None:
+    scanner = scanner_for()
+    scanner.feed(f"{line}\n".encode(), 1.0)
+    state = scanner.state
+    assert (state.failure, state.unreadable, state.values_read) == (None, 0, 0)
+
+
 def test_unreadable_loss_is_unknown_not_a_failure() -> None:
     scanner = scanner_for()
     scanner.feed(b"step 1 loss: 4.45.12\nstep 2 loss: 2.0\n", 1.0)

@@ -91,9 +91,12 @@ def _int(raw: str | None) -> int | None:
     return int(number) if number is not None and number.is_integer() else None
 
 
-# A value: a tensor repr (which holds commas), or something that starts like a number (so that
-# `loss scale: 1.0` is not read as a loss `scale:`) up to the next separator.
-_VALUE: Final = r"(tensor\([^)\n]*\)|['\"]?[-+]?(?:\d|\.\d|(?i:nan|inf))[^\s|,;\]}]*)"
+# A value: a tensor repr (which holds commas), a number up to the next separator, or a
+# non-finite word (`nan`, `-inf`, `Infinity`; not `info`). So `loss scale: 1.0` is not read
+# as a loss `scale:`, and `loss function` is no value at all.
+_VALUE: Final = (
+    r"(tensor\([^)\n]*\)|['\"]?[-+]?(?:(?:\d|\.\d)[^\s|,;\]}]*|(?i:nan|inf(?:inity)?)\b['\"]?))"
+)
 
 
 # --- Megatron-LM ----------------------------------------------------------------------------
