@@ -205,7 +205,8 @@ def step_parser(spec: CommandSpec, started: float) -> StepParser | None:
     if isinstance(spec.step_time, StepRegex):
         return RegexSteps(compile_pattern(spec.step_time.regex, "step_time"), spec.step_time.unit)
     if spec.step_time == AUTO:
-        return FormatSteps(AUTO_FORMATS, started, arrival=True)
+        # `clock: log` asks for printed times only: an untimed line then only carries values.
+        return FormatSteps(AUTO_FORMATS, started, arrival=spec.clock_choice != "log")
     if spec.step_time is not None:
         return FormatSteps(formats_named(PRESET_FORMATS[spec.step_time]), started, arrival=False)
     if spec.step_marker is not None:
