@@ -60,6 +60,9 @@ def test_nanogpt_format_of_a_real_training_loop_reads_failed_then_passed(tmp_pat
     done, trials = flag_mode(tmp_path / "diverges", 2, diverge_command("0.85"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert [t["outcome"] for t in trials] == ["failed", "failed"]
+    # Its seed reaches the loop: two different runs, not copies.
+    report = next((tmp_path / "diverges" / "runs").rglob("matrix.md")).read_text()
+    assert "trials are copies" not in report
     for trial in trials:
         command = trial["command"]
         assert isinstance(command, dict)
@@ -138,3 +141,7 @@ def test_real_nanogpt_train_py_at_a_diverging_learning_rate_reads_failed(tmp_pat
     matrix = json.loads(next((tmp_path / "runs").rglob("matrix.json")).read_text())
     (cell,) = matrix["cells"]
     assert (cell["failed_count"], cell["passed_count"]) == (2, 0)
+    # nanoGPT ignores aorta's seed: the two trials are one run twice, and the matrix says so.
+    report = next((tmp_path / "runs").rglob("matrix.md")).read_text()
+    assert "cell none-local: its 2 trials are copies (identical loss traces)" in report
+    assert "fails identically in every trial (deterministic)" in report
