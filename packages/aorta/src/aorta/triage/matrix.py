@@ -56,6 +56,7 @@ from aorta.triage.observed import (
     observed_differences,
     observed_settings,
 )
+from aorta.triage.read_warnings import cell_read_warnings, trial_read_warnings
 from aorta.triage.step_sources import cell_sources, load_warnings, source_warnings, time_source
 
 __all__ = [
@@ -93,6 +94,7 @@ class TrialSummary:
     host_load: HostLoad | None = None
     outcome: Outcome = "passed"
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
+    read_warnings: tuple[str, ...] = ()  # what reading its log could not vouch for
     warmup_steps: int = 0  # steps before `step_times_ms` began (left out as warm-up)
 
     @property
@@ -311,6 +313,7 @@ def aggregate_cell(
             host_load=r.host_load,
             outcome=r.outcome,
             host=r.host,
+            read_warnings=trial_read_warnings(r.command),
             warmup_steps=r.warmup_steps,
         )
         for r in ordered
@@ -597,6 +600,9 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
         )
     if cell.mean_step_time_ms is None and not is_baseline:
         found.append(f"cell {cell.name} recorded no step times: its ratio is n/a")
+    found.extend(
+        cell_read_warnings(cell.name, ((t.trial_id, t.read_warnings) for t in cell.trials))
+    )
     return found
 
 

@@ -60,6 +60,8 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
         "failure_match": asdict(out.failure) if out.failure is not None else None,
         "error_match": asdict(out.error) if out.error is not None else None,
         "clock": out.clock,
+        "step_format": out.step_format,
+        "warnings": out.warnings,
         "steps_seen": out.steps_seen,
         "last_step": out.last_step,
         "log": out.log_path.name if out.log_path is not None else None,

@@ -25,11 +25,12 @@ from aorta.runner.command.digest import DigestingLog, LogSink
 from aorta.runner.command.patterns import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_FAILURE_PATTERNS,
+    DefaultPattern,
     ScanPattern,
 )
 from aorta.runner.command.process import TrialProcesses, become_subreaper, start_trial_process
 from aorta.runner.command.scanner import Match, OutputScanner, ScanState
-from aorta.runner.command.spec import CommandSpec, compile_pattern
+from aorta.runner.command.spec import AUTO, CommandSpec, StepRegex, compile_pattern
 from aorta.runner.host_load import HostLoad, LoadSampler
 from aorta.runner.ownership import TrialOwnership
 from aorta.workloads.contract import StepCallback, ignore_step
@@ -68,6 +69,8 @@ class CommandTrialOutcome:
     host_load: HostLoad | None = None  # the host's load over the trial
     artifacts: list[str] = field(default_factory=list)
     output_bytes: int = 0
+    step_format: str | None = None  # the log format the step times were read from
+    warnings: list[str] = field(default_factory=list)  # what the read could not vouch for
     # blake2b of the output up to its first failure line (`DigestingLog`); None: no output.
     log_digest: str | None = None
 
@@ -76,10 +79,10 @@ def compiled_patterns(spec: CommandSpec) -> tuple[list[ScanPattern], list[ScanPa
     """(failure, error) patterns of a spec: the defaults (unless turned off), then its own."""
 
     def build(
-        defaults: tuple[tuple[str, tuple[str, ...]], ...], own: tuple[str, ...], key: str
+        defaults: tuple[DefaultPattern, ...], own: tuple[str, ...], key: str
     ) -> list[ScanPattern]:
         chosen = defaults if spec.default_patterns else ()
-        patterns = [ScanPattern(compile_pattern(p, key), needles) for p, needles in chosen]
+        patterns = [ScanPattern(compile_pattern(p.regex, key), p.needles, p.name) for p in chosen]
         return patterns + [ScanPattern(compile_pattern(p, key)) for p in own]
 
     return (
@@ -128,10 +131,45 @@ def classify(  # noqa: PLR0911 - one return per rule, in the documented order
         return "error", f"timeout: still running after {spec.timeout:g} s"
     if returncode != 0:
         return "error", f"{describe_exit(returncode)} without a failure match"
-    if spec.clock != "none" and scan.steps_seen == 0:
-        what = f"step_time {spec.step_time!r}" if spec.step_time else "step_marker"
-        return "error", f"exited 0 but no output line matched {what}: no step was measured"
+    if spec.step_time != AUTO and spec.clock != "none" and scan.steps_seen == 0:
+        return (
+            "error",
+            f"exited 0 but no output line matched {_step_setting(spec)}: no step was measured",
+        )
     return "passed", None
+
+
+def _step_setting(spec: CommandSpec) -> str:
+    """The step setting as a user wrote it: `step_time 'megatron'`, `step_time regex '...'`."""
+    if isinstance(spec.step_time, StepRegex):
+        return f"step_time regex {spec.step_time.regex!r} (unit {spec.step_time.unit})"
+    if spec.step_time is not None:
+        return f"step_time {spec.step_time!r}"
+    return f"step_marker {spec.step_marker!r}"
+
+
+def read_warnings(spec: CommandSpec, scan: ScanState, outcome: Outcome) -> list[str]:
+    """What the read of a trial's output could not vouch for (pure; stated once per trial).
+
+    An unreadable loss or grad norm is unknown, never non-finite; a trial that passed
+    without a single loss read could not have shown a non-finite one in a format aorta
+    does not know (unless the user's own patterns or exit codes say what failure looks like).
+    """
+    found = []
+    if scan.unreadable:
+        first = (scan.first_unreadable or "").strip()
+        found.append(
+            f"{scan.unreadable} loss/grad-norm value(s) could not be read as numbers and "
+            f"count as unknown, not as non-finite (first: {first!r})"
+        )
+    own_signal = spec.failure_patterns or spec.failure_exit_codes
+    if outcome == "passed" and not (scan.values_read or scan.unreadable or own_signal):
+        found.append(
+            "no loss or grad-norm value was read from the output (no line in a known format): "
+            "a non-finite loss printed another way would go unseen; give step_time or "
+            "failure_patterns"
+        )
+    return found
 
 
 def _monotonic() -> float:
@@ -347,11 +385,23 @@ def _outcome(
         losses=list(scan.losses),
         steps_seen=scan.steps_seen,
         last_step=scan.last_step,
-        clock=spec.clock,
+        clock=trial_clock(spec, scan),
         wall_clock_sec=_monotonic() - started,
         log_path=log_path if keep else None,
         host_load=host_load,
         artifacts=artifacts,
         output_bytes=scan.bytes_seen,
+        step_format=scan.step_format,
+        warnings=read_warnings(spec, scan, outcome),
         log_digest=log_digest,
     )
+
+
+def trial_clock(spec: CommandSpec, scan: ScanState) -> str:
+    """Where this trial's step times came from: `log`, `arrival`, or `none` (no step time).
+
+    A fixed setting keeps its own clock; with `auto` it is what the trial's log gave.
+    """
+    if spec.clock != "auto":
+        return spec.clock
+    return scan.clock if scan.clock is not None else "none"
