@@ -214,8 +214,7 @@ def _apply_override(cfg: Any, override: str, *, source: str) -> None:
         hint = closest(key.rpartition(".")[2], [str(k) for k in known])
         typo = f"; did you mean {hint!r}?" if hint else ""
         raise ConfigError(
-            f"override {override!r}: key not in config{typo}; to add it, write "
-            f"+{key}={value_text}",
+            f"override {override!r}: key not in config{typo}; to add it, write +{key}={value_text}",
             file=source,
         )
     try:

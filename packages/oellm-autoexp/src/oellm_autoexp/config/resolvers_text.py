@@ -123,7 +123,9 @@ def slurmtime(seconds: Any) -> str:
     """Seconds as SLURM's ``days-hours:minutes:seconds`` (unpadded, as upstream writes it)."""
     total = int(seconds)
     if total < 0:
-        raise ValueError(f"oc.slurmtime: expected a non-negative number of seconds, got {seconds!r}")
+        raise ValueError(
+            f"oc.slurmtime: expected a non-negative number of seconds, got {seconds!r}"
+        )
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
