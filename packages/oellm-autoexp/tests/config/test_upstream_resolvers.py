@@ -76,12 +76,10 @@ def test_registering_twice_is_a_no_op_and_every_upstream_name_is_there() -> None
 
     register_resolvers()
     register_resolvers()
-    upstream_names = (
-        "oc.slurmtime oc.timestring oc.join oc.split oc.slice oc.eq oc.neq oc.lt oc.gt oc.leq "
-        "oc.geq oc.tmpl oc.maptmpl oc.mapkeytmpl oc.mapkeyvaltmpl oc.mapvaltmpl oc.mapextractkey "
-        "oc.mapcondtmpl oc.mapeval oc.pad_iter oc.eval"
-    ).split()
-    for name in upstream_names:
+    upstream_names = ["slurmtime", "timestring", "join", "split", "slice", "eq", "neq", "lt"]
+    upstream_names += ["gt", "leq", "geq", "tmpl", "maptmpl", "mapkeytmpl", "mapkeyvaltmpl"]
+    upstream_names += ["mapvaltmpl", "mapextractkey", "mapcondtmpl", "mapeval", "pad_iter", "eval"]
+    for name in (f"oc.{n}" for n in upstream_names):
         assert name in RESOLVERS and OmegaConf.has_resolver(name), name
 
 

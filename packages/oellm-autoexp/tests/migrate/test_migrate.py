@@ -197,7 +197,9 @@ def _tree(tmp_path: Path) -> Path:
         class_name: MegatronBackend
         launcher_script: ./Megatron-LM/pretrain_gpt.py
         python_cmd: python
-        dist_cmd: "torchrun ${oc.join:' ',${oc.mapkeyvaltmpl:'--%k=%v',${.torchrun_args}}} ${.launcher_script}"
+        dist_cmd: >-
+          torchrun ${oc.join:' ',${oc.mapkeyvaltmpl:'--%k=%v',${.torchrun_args}}}
+          ${.launcher_script}
         torchrun_args: {nproc_per_node: 4, max_restarts: 0, rdzv_endpoint: "$MASTER_ADDR:29500"}
         env: {PYTHONPATH: ./Megatron-LM}
         """,

@@ -118,7 +118,7 @@ def length(value: Any) -> int:
 
 
 def if_(condition: Any, then: Any, otherwise: Any) -> Any:
-    """`then` when condition is truthy, else `otherwise` (the text ``false`` is false, as upstream)."""
+    """`then` when condition is truthy, else `otherwise` (the text ``false`` is false: upstream)."""
     if isinstance(condition, str) and condition.strip().lower() == "false":
         return otherwise
     return then if condition else otherwise
