@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.monitor import MonitorController
+from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.commands import RetryPolicy
 from oellm_autoexp.slurm.real import RealSlurmClient
 
@@ -57,3 +58,21 @@ def test_an_nccl_failure_on_the_node_makes_the_restart_exclude_it_in_slurm(
         assert shown["JobState"] == "PENDING"
     finally:
         client.cancel([restart_id])
+
+
+def test_scontrol_update_sets_the_excluded_nodes_of_a_queued_job(
+    slurm_spare_node_cluster: Any, tmp_path: Path
+) -> None:
+    cluster = slurm_spare_node_cluster
+    client = RealSlurmClient(env=cluster.env, retry=RetryPolicy(attempts=3, timeout_s=20))
+    script = tmp_path / "held.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --output=/dev/null\nsleep 1\n")
+    held = client.submit(SubmitRequest(script=script, job_name="held", extra_args=("--hold",)))
+    try:
+        assert client.show(held)["JobState"] == "PENDING"
+        assert client.exclude_nodes([held], cluster.node) == [held]
+        assert client.show(held)["ExcNodeList"] == cluster.node
+    finally:
+        client.cancel([held])
+    # a job that is no longer queued is not updated, and that is not an error
+    assert client.exclude_nodes([held], cluster.node) == []
