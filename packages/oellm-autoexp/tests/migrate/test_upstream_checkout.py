@@ -126,7 +126,10 @@ def schema_file(upstream: dict[str, Any], tmp_path_factory: pytest.TempPathFacto
             nargs=spec["nargs"],
             default=spec["default"],
             type=kind,
-            choices=spec["choices"],
+            # enum-typed options (attention_backend) list enum values; their type maps names
+            choices=spec["choices"]
+            if all(isinstance(c, str) for c in spec["choices"] or ())
+            else None,
         )
     path = tmp_path_factory.mktemp("schema") / "megatron_schema.json"
     path.write_text(schema_from_parser(parser, origin="upstream cli_metadata").to_json())
@@ -190,16 +193,24 @@ def test_migrated_config_plans_upstreams_jobs_with_upstreams_arguments(
     megatron = migration.config["backend"]["class_name"] == "MegatronBackend"
     overrides = ["+backend.arg_source=schema", f"+backend.schema_file={schema_file}"]
     root = load_config(ours_path, overrides if megatron else []).root
-    plan = build_plan(root, cwd=tmp_path).plan
+    try:
+        plan = build_plan(root, cwd=tmp_path).plan
+    except ConfigError as exc:
+        # ours checks Megatron's start-up rules at plan time; upstream's job would fail there
+        assert "Megatron would refuse" in exc.detail, str(exc)
+        pytest.skip(f"ours refuses it at plan time: {exc}")
     names = [job.name for job in plan.jobs]
-    upstream_names = [job["name"] for job in jobs]
+    if any(n.startswith("job.name: not unique") for n in migration.notes):
+        names = [name.rsplit("_", 1)[0] for name in names]  # ours appends _<index>
+    # Upstream's jobs in order, each of ours matched to the next one of its name (stages may
+    # share a name; jobs waiting on a sibling stage are left out, the rest keep their order).
+    pending = iter(jobs)
+    matched = [next((j for j in pending if j["name"] == name), None) for name in names]
+    assert None not in matched, (names, [j["name"] for j in jobs])
     if migration.dependent == 0:
-        assert names == upstream_names
-    else:  # the jobs waiting on a sibling stage are left out; the rest keep upstream's order
-        assert [n for n in upstream_names if n in names] == names
-    by_name = {job["name"]: job for job in jobs}
-    for job in plan.jobs:
-        theirs = by_name[job.name]
+        assert names == [j["name"] for j in jobs]
+    for job, theirs in zip(plan.jobs, matched, strict=True):
+        assert theirs is not None
         if megatron:
             entry = root.backend.entrypoint
             argv = list(job.command)

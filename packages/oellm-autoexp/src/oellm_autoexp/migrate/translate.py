@@ -210,6 +210,8 @@ def _megatron(
         value = _get(job, f"backend.megatron.{dest}", notes)
         if value is None or (dest in defaults and defaults[dest] == value):
             continue  # upstream renders only arguments that differ from Megatron's defaults
+        if defaults.get(dest) is None and (value is False or value == []):
+            continue  # an unset flag, an empty list: upstream writes no option for either
         params[f"backend.megatron.{dest}"] = _braces(value)
     if not defaults:
         notes.add(
@@ -456,7 +458,9 @@ def _assemble(jobs: list[_Job], experiment: UpstreamExperiment, notes: _Notes) -
     if varying:
         config["sweep"]["axes"] = {
             "jobs": [
-                {k: _point_value(job.params[k]) for k in varying if k in job.params} for job in jobs
+                # a key a job lacks is written null: it must not inherit the first job's value
+                {k: _point_value(job.params.get(k)) for k in varying}
+                for job in jobs
             ]
         }
     if first.sections.get("container"):
