@@ -43,6 +43,17 @@ ENV = {
     "HOME": "/home/user",
 }
 
+# Where upstream's own rendering contradicts its config, the migrated config keeps what the
+# config says. (experiment, option) -> why. Checked: each entry must still differ.
+KNOWN_DIFFERENCES = {
+    ("experiments/korbi/open_sci_ref_1T_leonardo", "--wandb-exp-name"): (
+        "wandb_exp_name is ${job.name}, whose ${oc.select:backend.megatron.aux.dataset,''} and "
+        "aux.model_name upstream resolves inside the detached copy of backend.megatron its "
+        "oc.argsmegatron receives: they come out empty, and all four runs share one W&B name "
+        "(opensciref_clLEONARDO_D_schedWSD_m_...); ours writes the job's name"
+    ),
+}
+
 pytestmark = pytest.mark.skipif(
     not UPSTREAM,
     reason="no upstream checkout: set AUTOEXP_UPSTREAM_DIR to an OpenEuroLLM/oellm-autoexp "
@@ -219,6 +230,10 @@ def test_migrated_config_plans_upstreams_jobs_with_upstreams_arguments(
             expected = {
                 k: v for k, v in _options(theirs["megatron"]).items() if at_default.get(k) != v
             }
-            assert _options(ours) == expected, job.name
+            got = _options(ours)
+            for experiment, option in KNOWN_DIFFERENCES:
+                if experiment == name:
+                    assert got.pop(option) != expected.pop(option), f"{option} agrees now"
+            assert got == expected, job.name
         else:
             assert list(job.command)[-1] == theirs["command"]
