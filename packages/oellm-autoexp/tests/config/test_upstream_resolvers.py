@@ -141,3 +141,16 @@ def test_oc_eval_refuses_huge_numbers_and_texts() -> None:
         resolve("${oc.eval:'2 ** 10 ** 10'}")
     with pytest.raises(Exception, match="arithmetic needs numbers"):
         resolve("${oc.eval:'\"9\" * 100000'}")
+
+
+def test_exclude_nodes_reads_a_node_list_file_each_time(tmp_path: Path) -> None:
+    nodes = tmp_path / "exclude.txt"
+    expression = f"${{oc.exclude_nodes:{nodes}}}"
+    assert resolve(expression) is None  # no file yet: no --exclude at all
+    nodes.write_text("# bad ones\nlrdn0001, lrdn0002\n\nlrdn0001 lrdn0003\n")
+    assert resolve(expression) == "lrdn0001,lrdn0002,lrdn0003"
+    nodes.write_text("lrdn0009\n")  # not cached: a monitor may have grown the list
+    assert resolve(expression) == "lrdn0009"
+    assert resolve(f"${{oc.exclude_nodes:{nodes},' '}}") == "lrdn0009"
+    nodes.write_text("# only a comment\n")
+    assert resolve(expression) is None

@@ -306,6 +306,11 @@ def test_megatron_experiment_from_a_hydra_tree(tmp_path: Path) -> None:
             "sweep.groups[0].params.lr: expected a list of values",
         ),
         ("defaults: [base]\n", "defaults: has a defaults list but no upstream config tree"),
+        (
+            "backend: {class_name: BashBackend, command: x}\njob: {name: x}\n"
+            "sweep: {type: product, groups: [{params: {backend/megatron: [a]}}]}\n",
+            "sweep: the sweep picks config group option(s) (backend/megatron=a)",
+        ),
         ("a: [1\n", "exp.yaml"),
         ("- 1\n", "expected a mapping at the top level"),
     ],

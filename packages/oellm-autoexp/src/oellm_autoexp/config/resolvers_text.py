@@ -2,8 +2,9 @@
 
 Same names and results as upstream's (`oc.join`, `oc.split`, `oc.slice`, `oc.tmpl`, the
 `oc.map*` family, `oc.eq` ... `oc.geq`, `oc.slurmtime`, `oc.timestring`, `oc.pad_iter`,
-`oc.eval`, `oc.mapeval`), so an upstream config resolves to the same values here. The
-templates use ``%`` (``%k`` / ``%v`` for mappings) as the placeholder, as upstream does.
+`oc.eval`, `oc.mapeval`, `oc.exclude_nodes`), so an upstream config resolves to the same
+values here. The templates use ``%`` (``%k`` / ``%v`` for mappings) as the placeholder, as
+upstream does.
 `oc.eval` differs on purpose: it runs the checked evaluator of `sweep.filter` (see
 `sweep.filter.evaluate_expression`), never Python's `eval`.
 """
@@ -143,6 +144,34 @@ def pad_iter(step: Any) -> str:
     return f"iter_{int(step):07d}"
 
 
+MAX_EXCLUDE_FILE_BYTES = 1 << 20
+
+
+def exclude_nodes(path: Any, separator: Any = ",") -> str | None:
+    """The node names in a node-list file, joined for ``--exclude`` (None: no file or no node).
+
+    One or more names per line (comma- or space-separated), ``#`` starts a comment line, each
+    name once in first-seen order. Read on every resolution, as upstream: a monitor may grow it.
+    """
+    from pathlib import Path
+
+    from oellm_autoexp.safe_paths import read_regular_text
+
+    target = Path(str(path)).expanduser()
+    if not target.exists():
+        return None
+    try:
+        text = read_regular_text(target, max_bytes=MAX_EXCLUDE_FILE_BYTES)
+    except ConfigError as exc:
+        raise ValueError(f"oc.exclude_nodes: {exc}") from None
+    names: dict[str, None] = {}
+    for line in text.splitlines():
+        if line.strip().startswith("#"):
+            continue
+        names.update(dict.fromkeys(n for n in re.split(r"[,\s]+", line) if n))
+    return str(separator).join(names) or None
+
+
 TEXT_RESOLVERS: dict[str, Callable[..., Any]] = {
     "oc.join": join,
     "oc.split": split,
@@ -165,4 +194,5 @@ TEXT_RESOLVERS: dict[str, Callable[..., Any]] = {
     "oc.slurmtime": slurmtime,
     "oc.timestring": timestring,
     "oc.pad_iter": pad_iter,
+    "oc.exclude_nodes": exclude_nodes,
 }

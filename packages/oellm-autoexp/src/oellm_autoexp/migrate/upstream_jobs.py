@@ -138,6 +138,13 @@ class _Composer:
         from omegaconf.errors import OmegaConfBaseException
 
         if self.tree is None:
+            if choices:
+                raise ConfigError(
+                    f"the sweep picks config group option(s) ({choices[0][0]}={choices[0][1]}), "
+                    "which need upstream's config tree; pass --config-dir UPSTREAM/config",
+                    key="sweep",
+                    file=str(self.path),
+                )
             try:
                 cfg = OmegaConf.create(self.raw)
             except OmegaConfBaseException as exc:
