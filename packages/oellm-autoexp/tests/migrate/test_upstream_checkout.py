@@ -237,3 +237,11 @@ def test_migrated_config_plans_upstreams_jobs_with_upstreams_arguments(
             assert got == expected, job.name
         else:
             assert list(job.command)[-1] == theirs["command"]
+        # the same SBATCH directives (those our planner sets itself aside: output, job name)
+        wanted = {  # ours spells directives as sbatch does; a true flag has no value
+            k.replace("_", "-"): "" if v is True else str(v)
+            for k, v in theirs["sbatch"].items()
+            if v not in (None, False) and k not in ("output", "error", "job_name", "array")
+        }
+        ours_sbatch = {k: job.sbatch.get(k) for k in wanted}
+        assert ours_sbatch == wanted, job.name
