@@ -281,6 +281,11 @@ def test_megatron_experiment_from_a_hydra_tree(tmp_path: Path) -> None:
     assert (
         "oc.muli truncated 3.2 to 3: as upstream does (the value is written out)" in migration.notes
     )
+    # upstream's lenient arithmetic was in force only while migrating: ours refuses it again
+    from omegaconf import OmegaConf
+
+    with pytest.raises(Exception, match=r"oc.muli: expected an integer, got 3.2"):
+        OmegaConf.to_container(OmegaConf.create({"x": "${oc.muli:512,3.2}"}), resolve=True)
     assert any(
         n.startswith("backend.torchrun_args: nproc_per_node, rdzv_endpoint")
         for n in migration.notes
