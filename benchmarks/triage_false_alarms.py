@@ -6,7 +6,9 @@ times in `sequential` order, the two modes alternating so that both face the sam
 Step times are wall-clock (`AORTA_FSDP_STEP_CLOCK=wall`), which is what shared-machine drift
 distorts. Any non-baseline cell labelled a speed effect (a Confound label starting with
 `speed (` or naming the cell faster) or with a failure count significantly different from the
-baseline's (Fisher p < alpha) is a false alarm: nothing differs between the cells but time.
+baseline's (Fisher p, Holm-adjusted across the cells, < alpha) is a false alarm: nothing differs
+between the cells but time. benchmarks/false_verdicts.py measures the failure-rate labels on
+simulated matrices of known truth.
 
 Claim (triage issue): interleaved order gives a false alarm in at most 1 run in 20.
 Sequential order's rate is reported beside it, unjudged (it is the drift this fixes).

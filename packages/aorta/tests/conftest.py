@@ -43,6 +43,18 @@ def plugin(plugin_site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     sys.modules.pop("aorta_test_plugin", None)
 
 
+@pytest.fixture(scope="session")
+def state_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This test session's `XDG_STATE_HOME` (aorta keeps its run-signing key there)."""
+    return tmp_path_factory.mktemp("xdg-state")
+
+
+@pytest.fixture(autouse=True)
+def _private_state_home(state_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests (and the aorta processes they start) never touch the real ~/.local/state."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(state_home))
+
+
 @pytest.fixture(autouse=True)
 def _no_distributed_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests start as a single process even when pytest itself runs under a launcher."""

@@ -111,7 +111,9 @@ def test_docker_trials_run_through_the_engine_with_their_env(
     calls = log.read_text().splitlines()
     assert len(calls) == 2 and all("busybox:1 python -m aorta.runner.child" in c for c in calls)
     saved = json.loads((tmp_path / "out" / "trial_1.json").read_text())
-    assert saved["env_applied"] == {"AORTA_TOY_FIX": "1"}
+    assert saved["env_applied"] == {"AORTA_TOY_FIX": "1", "AORTA_SEED": "1", "PYTHONHASHSEED": "1"}
+    # Each trial's own seed reached its container.
+    assert "--env=AORTA_SEED=0" in calls[0] and "--env=AORTA_SEED=1" in calls[1]
 
 
 def _fake_docker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,6 +61,7 @@ def test_mitigation_env_applies_inside_the_trial_and_is_restored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("AORTA_TOY_FIX", raising=False)
+    monkeypatch.delenv("AORTA_SEED", raising=False)
     monkeypatch.setenv("AORTA_TOY_EXTRA", "before")
     results = run_trials(
         _request(tmp_path, mitigations=("plugin_fix",), extra_env={"AORTA_TOY_EXTRA": "during"})
@@ -68,10 +69,20 @@ def test_mitigation_env_applies_inside_the_trial_and_is_restored(
     for result in results:
         assert result.observed["AORTA_TOY_FIX"] == "1"
         assert result.observed["AORTA_TOY_EXTRA"] == "during"
-        assert result.env_applied == {"AORTA_TOY_FIX": "1", "AORTA_TOY_EXTRA": "during"}
+        # The trial's seed is in its environment too, recorded with the rest.
+        seed = str(result.seed)
+        assert result.env_applied == {
+            "AORTA_TOY_FIX": "1",
+            "AORTA_TOY_EXTRA": "during",
+            "AORTA_SEED": seed,
+            "PYTHONHASHSEED": seed,
+        }
         # The per-trial snapshot is taken with the trial's variables applied.
         assert result.env_snapshot["env_vars"]["AORTA_TOY_FIX"] == "1"
+        assert result.env_snapshot["env_vars"]["AORTA_SEED"] == seed
+    assert [r.seed for r in results] == [0, 1]
     assert "AORTA_TOY_FIX" not in os.environ
+    assert "AORTA_SEED" not in os.environ
     assert os.environ["AORTA_TOY_EXTRA"] == "before"
 
 
@@ -114,7 +125,7 @@ def test_failures_are_results_and_counted_per_trial(tmp_path: Path) -> None:
     failed = results[1]
     assert failed.failure == "non-finite loss at step 2"
     assert failed.failed_at_step == 2
-    assert failed.losses == [1.0, 0.5, None]
+    assert failed.losses == [pytest.approx(1.001), pytest.approx(0.5005), None]  # seed 1
     assert len(results[0].step_times_ms) == 5
 
 

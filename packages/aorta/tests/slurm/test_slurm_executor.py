@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -283,8 +284,11 @@ def test_detach_returns_after_submission_and_resume_writes_the_matrix(
     status = aorta(aorta_slurm_cluster, "triage", "status", str(run_dir))
     assert status.returncode == 0 and "SLURM executor, not finished" in status.stdout
     assert "baseline  pending 1  running 0  done 0" in status.stdout
-    resumed = aorta(aorta_slurm_cluster, "triage", "run", "--resume", str(run_dir),
-                    "--trust-environments", "--progress", "plain")  # fmt: skip
+    # The printed next step, verbatim: the user's own command run needs no trust flag.
+    (printed,) = [line for line in detached.stdout.splitlines() if "write the matrix: " in line]
+    command = printed.split("write the matrix: ", 1)[1]
+    assert command == f"aorta triage run --resume {run_dir}"
+    resumed = aorta(aorta_slurm_cluster, *shlex.split(command)[1:])
     assert resumed.returncode == 0, resumed.stderr
     assert all(len(c["trial_files"]) == 1 for c in _structure(run_dir).values())
     assert set(_runs_per_trial(run_dir).values()) == {1}

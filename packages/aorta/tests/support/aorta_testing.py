@@ -18,8 +18,8 @@ def make_trial(
 ) -> TrialResult:
     """A finished trial record; `failure` is used only when the trial failed.
 
-    Every other `TrialResult` field has a plain default (fsdp, `none`, local, seed = trial id)
-    that `fields` overrides.
+    Every other `TrialResult` field has a plain default (fsdp, `none`, local, seed = trial id,
+    one loss that depends on the seed) that `fields` overrides.
     """
     values: dict[str, Any] = {
         "workload": "fsdp",
@@ -28,7 +28,9 @@ def make_trial(
         "seed": trial_id,
         "steps": 4,
         "warmup_steps": 0,
-        "losses": [1.0],
+        # A seeded run: its loss depends on the seed, so trials are not copies of one another
+        # (`aorta.triage.independence`) unless a test says so.
+        "losses": [1.0 + fields.get("seed", trial_id) / 1000.0],
         "wall_clock_sec": 0.1,
         "started_at": "2026-01-01T00:00:00Z",
         "env_applied": {},

@@ -28,13 +28,15 @@ def write_recipe(tmp_path: Path, workload: object, cells: list[dict[str, object]
     return path
 
 
-def aorta(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def aorta(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [AORTA, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
         check=False,
     )
 
@@ -137,13 +139,14 @@ def test_flag_mode_matrix_of_a_command_with_resume(tmp_path: Path) -> None:
     assert trial["host"]["node"] == socket.gethostname()  # a command trial records it too
     # Resume: a lost trial file is run again with its own seed, from recipe.resolved.yaml.
     (run_dir / "cells" / "none-local" / "trial_1.json").unlink()
-    done = aorta("triage", "run", "--resume", str(run_dir), "--progress", "plain")
-    # A run directory may come from anyone: the command in it runs only when trusted.
+    # A run directory may come from anyone: for another user (another signing key) the
+    # command in it runs only when trusted.
+    other_user = {"XDG_STATE_HOME": str(tmp_path / "other-user")}
+    done = aorta("triage", "run", "--resume", str(run_dir), "--progress", "plain", env=other_user)
     assert done.returncode == 2 and "workload runs the command" in done.stderr
     assert not (run_dir / "cells" / "none-local" / "trial_1.json").exists()
-    done = aorta(
-        "triage", "run", "--resume", str(run_dir), "--progress", "plain", "--trust-environments"
-    )
+    # The user who started it resumes it as it is, no flag needed.
+    done = aorta("triage", "run", "--resume", str(run_dir), "--progress", "plain")
     assert done.returncode == 0, done.stdout + done.stderr
     again = json.loads((run_dir / "cells" / "none-local" / "trial_1.json").read_text())
     assert again["seed"] == 1 and again["outcome"] == "passed"
@@ -220,3 +223,56 @@ def test_three_cell_matrix_of_a_real_diverging_training_script(tmp_path: Path) -
     assert not (run_dir / "cells" / "clip" / "trial_0.log").exists()  # keep_logs: failed
     assert (run_dir / "cells" / "clip" / "trial_0" / "final.txt").exists()
     shutil.rmtree(tmp_path / "out")
+
+
+CRASH = (
+    "import os\n"
+    "print('step 1 loss 2.5')\n"
+    "print('connecting to the tracker with --api-key ' + os.environ['TRACKER_SETTING'])\n"
+    "def train():\n"
+    "    raise RuntimeError('CUDA error: an illegal memory access was encountered')\n"
+    "train()\n"
+)
+
+
+def test_a_crashing_commands_last_lines_reach_error_txt_the_console_and_matrix_md(
+    tmp_path: Path,
+) -> None:
+    done = aorta(
+        "triage", "run", "--mode", "matrix", "--mitigation-axis", "none",
+        "--environment-axis", "local", "--trials", "2", "--steps", "3", "--progress", "plain",
+        "--output-dir", str(tmp_path), "--", sys.executable, "-c", CRASH,
+        env={"TRACKER_SETTING": "hunter2"},
+    )  # fmt: skip
+    assert done.returncode == 1  # every trial errored: nothing was measured
+    crash = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    # One line on the console per trial, the exception in it.
+    trial_lines = [line for line in done.stdout.splitlines() if "seed=" in line]
+    assert len(trial_lines) == 2 and all(f"last output: {crash}" in t for t in trial_lines)
+    run_dir = only_run_dir(tmp_path)
+    assert f"last output: {crash}" in (run_dir / "matrix.md").read_text()
+    error_txt = (run_dir / "cells" / "none-local" / "error.txt").read_text()
+    tail = error_txt.split("log tail of the first errored trial:\n", 1)[1]
+    assert tail.splitlines()[0] == "step 1 loss 2.5"
+    assert "Traceback (most recent call last):" in tail and "line 5, in train" in tail
+    assert tail.rstrip().endswith(crash)
+    # Not widened: the secret the command printed is in its own log only, not in the records.
+    assert "--api-key <redacted>" in tail and "hunter2" not in error_txt
+    trial = json.loads((run_dir / "cells" / "none-local" / "trial_0.json").read_text())
+    assert "hunter2" not in json.dumps(trial) and trial["traceback"].endswith(crash)
+    assert "hunter2" in (run_dir / "cells" / "none-local" / "trial_0.log").read_text()
+
+
+def test_a_bad_command_workload_is_reported_once_not_again_in_every_cell(tmp_path: Path) -> None:
+    workload = {"command": [sys.executable], "step_time": {"regex": r"step (?P<ms>\d+)"}}
+    cells = [
+        {"name": "baseline", "mitigations": ["none"], "environment": "local",
+         "command_args": ["--a"]},
+        {"name": "b", "mitigations": ["none"], "environment": "local", "command_args": ["--b"],
+         "extra_env": {"X": "1"}},
+    ]  # fmt: skip
+    path = write_recipe(tmp_path, workload, cells)
+    done = aorta("triage", "run", "--recipe", str(path), "--dry-run")
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()  # the root cause only
+    assert "workload.step_time.regex: expected a named group (?P<time>...)" in line

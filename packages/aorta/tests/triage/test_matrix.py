@@ -17,7 +17,13 @@ from aorta.triage.matrix import (
     build_matrix,
     error_cell,
 )
-from aorta.triage.stats import bootstrap_ratio_interval, fisher_p_value, wilson_interval
+from aorta.triage.stats import (
+    bootstrap_ratio_interval,
+    fisher_p_value,
+    holm_adjust,
+    rate_difference_interval,
+    wilson_interval,
+)
 
 
 def _trial(
@@ -35,7 +41,7 @@ def _trial(
         workload="toy",
         seed=100 + trial_id,
         steps=len(step_times_ms),
-        losses=[1.0] * len(step_times_ms),
+        losses=[1.0 + trial_id / 1000.0] * len(step_times_ms),
         wall_clock_sec=wall_clock_sec,
         started_at="2026-04-28T14:12:03Z",
         env_applied={"TF32": "0"},
@@ -156,7 +162,8 @@ def _spec_matrix(trials: int = 8) -> Matrix:
 
 
 def test_ratios_and_confound_labels_follow_the_spec_example() -> None:
-    # 16 trials per cell: 0/16 against 8/16 is significant (Fisher p = 0.002).
+    # 16 trials per cell: 0/16 against 8/16 is significant (Fisher p = 0.0024, x3 by Holm
+    # for the three cells compared: 0.0073).
     matrix = _spec_matrix(trials=16)
     base = matrix.row("baseline-local")
     assert base.is_baseline
@@ -164,15 +171,21 @@ def test_ratios_and_confound_labels_follow_the_spec_example() -> None:
     assert base.step_time_ratio == pytest.approx(1.0)
     tf32 = matrix.row("tf32_off-local")
     assert tf32.step_time_ratio == pytest.approx(515.0 / 412.0, rel=1e-4)
-    assert tf32.confound == "speed (+25%)"
+    assert tf32.confound == "speed (+25%); drop significant (p=0.0073)"
     assert matrix.row("xnack-local").confound == "\u2014"
-    assert matrix.row("noop-local").confound == "no effect"
-    # With 8 trials per cell the same drop is not significant (p = 0.077): no "trust it".
+    # 8/16 against 8/16 does not rule out a cure of half the baseline's 50 % (the interval of
+    # the drop reaches 31 points): 85 trials per cell would (50 % -> 25 %, alpha 0.05 / 3).
+    assert matrix.row("noop-local").confound == (
+        "inconclusive (p=1.00, ~85 trials per cell needed)"
+    )
+    # With 8 trials per cell the same drop is not significant (p = 0.077, 0.23 adjusted).
     small = _spec_matrix(trials=8)
     assert small.row("xnack-local").confound == (
-        "inconclusive (p=0.08, ~15 trials per cell needed)"
+        "inconclusive (p=0.23, ~19 trials per cell needed)"
     )
-    assert small.row("tf32_off-local").confound == "speed (+25%)"
+    assert small.row("tf32_off-local").confound == (
+        "speed (+25%); drop inconclusive (p=0.23, ~19 trials per cell needed)"
+    )
     assert [r.name for r in matrix.rows] == [
         "baseline-local",
         "tf32_off-local",
@@ -192,6 +205,11 @@ def test_every_cell_carries_its_evidence() -> None:
     assert xnack.nan_rate_ci == pytest.approx(wilson_interval(0, 8))
     assert xnack.fisher_p == pytest.approx(fisher_p_value(0, 8, 4, 8))
     assert xnack.fisher_p == pytest.approx(0.0769, abs=1e-4)
+    # Holm across the three compared cells (0.077, 0.077, 1.0): the smallest p times 3.
+    assert xnack.p_adjusted == pytest.approx(3 * xnack.fisher_p)
+    assert [r.p_adjusted for r in matrix.rows] == holm_adjust([r.fisher_p for r in matrix.rows])
+    assert base.p_adjusted is None and base.failure_drop_ci is None
+    assert xnack.failure_drop_ci == pytest.approx(rate_difference_interval(4, 8, 0, 8))
     tf32 = matrix.row("tf32_off-local")
     assert tf32.step_time_ratio_ci is not None
     low, high = tf32.step_time_ratio_ci
@@ -241,14 +259,15 @@ def test_point_and_interval_of_the_ratio_use_the_same_trial_means() -> None:
     assert row.step_time_ratio_ci is not None
     low, high = row.step_time_ratio_ci
     assert low <= 1.25 <= high and high <= 2.0
-    assert row.confound == f"speed? (+25%, 95% CI {low:.2f}-{high:.2f})"
+    # Nothing failed anywhere: the speed question stays, with the failure verdict after it.
+    assert row.confound == f"speed? (+25%, 95% CI {low:.2f}-{high:.2f}); no failure to cure"
 
 
 def test_a_faster_cell_is_labelled_faster() -> None:
     matrix = build_matrix(
         [_cell("base", 100.0, failures=0), _cell("quick", 60.0, failures=0)], baseline="base"
     )
-    assert matrix.row("quick").confound == "faster (-40%)"
+    assert matrix.row("quick").confound == "faster (-40%); no failure to cure"
 
 
 def test_build_matrix_is_deterministic() -> None:
@@ -259,10 +278,12 @@ def test_note_sizes_more_trials_when_no_cell_differs_significantly() -> None:
     # 4/8 vs 0/8 gives p ~ 0.077: suggestive, not significant.
     matrix = _spec_matrix()
     assert not any(r.significant(matrix.alpha) for r in matrix.rows)
-    assert len(matrix.notes) == 1
+    assert len(matrix.notes) == 2
     note = matrix.notes[0]
-    assert note.startswith("more trials needed: 15 trials per cell would detect a change from 50%")
-    assert "to 0%" in note
+    # Sized at the Bonferroni level alpha / 3 for the three compared cells.
+    assert note.startswith("more trials needed: 19 trials per cell would detect a change from 50%")
+    assert "to 0%" in note and "two-sided alpha 0.0167" in note
+    assert matrix.notes[1].startswith("p-values are Holm-Bonferroni adjusted over the 3 cells")
 
 
 def test_no_note_when_a_cell_differs_significantly() -> None:
@@ -278,10 +299,91 @@ def test_no_note_when_a_cell_differs_significantly() -> None:
 
 def test_note_when_no_failure_rate_differs_at_all() -> None:
     matrix = build_matrix(
-        [_cell("base", 100.0, failures=0), _cell("other", 100.0, failures=0)], baseline="base"
+        [_cell("base", 100.0, failures=4), _cell("other", 100.0, failures=4)], baseline="base"
     )
     assert len(matrix.notes) == 1
     assert "no cell's failure rate differs" in matrix.notes[0]
+
+
+def test_a_baseline_that_never_failed_is_a_banner_and_no_cell_can_show_a_cure() -> None:
+    matrix = build_matrix(
+        [
+            _cell("base", 100.0, failures=0),
+            _cell("same", 100.0, failures=0),
+            _cell("some", 100.0, failures=2),
+            _cell("slow", 150.0, failures=0),
+            _cell("broken", 100.0, failures=8),
+        ],
+        baseline="base",
+    )
+    assert matrix.warnings[0] == (
+        "Baseline did not reproduce the failure (0 of 8 trials failed): no cell can show a cure."
+    )
+    assert matrix.row("same").confound == "no failure to cure"  # not `no effect`, not `—`
+    assert matrix.row("some").confound == "no failure to cure"  # 2/8 vs 0/8: not significant
+    assert matrix.row("slow").confound == "speed (+50%); no failure to cure"
+    # Failing significantly more than a baseline that never failed is a finding of its own.
+    assert matrix.row("broken").confound.startswith("fails more (p")
+    assert matrix.notes[0].startswith("p-values are Holm-Bonferroni")  # no "more trials" sizing
+
+
+def test_a_baseline_that_failed_once_gets_no_banner() -> None:
+    matrix = build_matrix(
+        [_cell("base", 100.0, failures=1), _cell("fix", 100.0, failures=0)], baseline="base"
+    )
+    assert not any("did not reproduce" in w for w in matrix.warnings)
+    # 1/8: halving a 12.5 % rate is far from ruled out.
+    assert matrix.row("fix").confound.startswith("inconclusive (p=1.00, ~")
+
+
+def test_holm_turns_a_lone_significant_drop_into_an_inconclusive_pair() -> None:
+    # 0/8 vs 5/8: Fisher p = 0.026. Alone it is shown; beside an identical second cell the
+    # family of two needs p < 0.025 for the smaller one, and 0.051 is not.
+    lone = build_matrix(
+        [_cell("base", 100.0, failures=5), _cell("fix", 100.0, failures=0)], baseline="base"
+    )
+    assert lone.row("fix").fisher_p == pytest.approx(fisher_p_value(0, 8, 5, 8))
+    assert lone.row("fix").p_adjusted == lone.row("fix").fisher_p
+    assert lone.row("fix").confound == "\u2014"
+    pair = build_matrix(
+        [
+            _cell("base", 100.0, failures=5),
+            _cell("fix", 100.0, failures=0),
+            _cell("fix2", 100.0, failures=0),
+            error_cell("gone", "docker unavailable"),  # untested: not part of the family
+        ],
+        baseline="base",
+    )
+    fix = pair.row("fix")
+    assert fix.fisher_p == lone.row("fix").fisher_p
+    assert fix.p_adjusted == pytest.approx(2 * fix.fisher_p)
+    assert not fix.significant(0.05) and lone.row("fix").significant(0.05)
+    assert fix.confound.startswith("inconclusive (p=0.05")
+    assert pair.row("gone").p_adjusted is None
+
+
+def test_no_effect_only_where_a_cure_is_ruled_out() -> None:
+    # A deterministic failure that the cell leaves untouched: 8/8 vs 8/8. The drop is at most
+    # 32 points, below half of 100 %: ruled out.
+    always = build_matrix(
+        [_cell("base", 100.0, failures=8), _cell("noop", 100.0, failures=8)], baseline="base"
+    )
+    noop = always.row("noop")
+    assert noop.failure_drop_ci is not None and noop.failure_drop_ci[1] < 0.5
+    assert noop.confound == "no effect"
+    # 3/3 vs 3/3 is too few: the drop could still be 56 points.
+    few = build_matrix(
+        [_cell("base", 100.0, failures=3, trials=3), _cell("noop", 100.0, failures=3, trials=3)],
+        baseline="base",
+    )
+    assert few.row("noop").confound.startswith("inconclusive (p=1.00, ~")
+    # A smaller cure that matters needs more evidence to rule out.
+    strict = build_matrix(
+        [_cell("base", 100.0, failures=8), _cell("noop", 100.0, failures=8)],
+        baseline="base",
+        smallest_cure=0.25,
+    )
+    assert strict.row("noop").confound.startswith("inconclusive (p=1.00, ~")
 
 
 def test_an_errored_cell_keeps_its_row_and_others_still_classify() -> None:
@@ -300,6 +402,7 @@ def test_an_errored_cell_keeps_its_row_and_others_still_classify() -> None:
     assert errored.fisher_p is None
     # 0/8 against 4/8 is not significant (p = 0.077): no "trust this cell" on that evidence.
     assert matrix.row("fix").confound == "inconclusive (p=0.08, ~15 trials per cell needed)"
+    assert matrix.row("fix").p_adjusted == matrix.row("fix").fisher_p  # the only one tested
     assert matrix.row("baseline-local").confound == "(baseline)"
     assert any("nightly" in w and "docker unavailable" in w for w in matrix.warnings)
 
@@ -331,8 +434,9 @@ def test_a_baseline_without_step_times_gives_na_ratios_and_a_warning() -> None:
     assert any("recorded no step times: ratios are n/a" in w for w in matrix.warnings)
     assert matrix.row("base").step_time_ratio is None
     assert matrix.row("base").confound == "(baseline)"
-    assert matrix.row("fix").confound == "n/a"
-    assert matrix.row("fix").fisher_p is not None  # failure counts are still comparable
+    # Failure counts are still comparable, so their verdict shows; speed is unknown.
+    assert matrix.row("fix").fisher_p is not None
+    assert matrix.row("fix").confound.startswith("speed n/a; drop inconclusive (p=0.11, ~")
 
 
 def test_fewer_trials_than_requested_is_warned() -> None:
@@ -346,8 +450,8 @@ def test_threshold_boundary_in_the_matrix() -> None:
     at = aggregate_cell("at", [_trial(0, [115.0]), _trial(1, [115.0])], trials_requested=2)
     above = aggregate_cell("above", [_trial(0, [115.1]), _trial(1, [115.1])], trials_requested=2)
     matrix = build_matrix([base, at, above], baseline="base", threshold=1.15)
-    assert matrix.row("at").confound == "no effect"  # exactly 1.15 is not `speed`
-    assert matrix.row("above").confound == "speed (+15%)"
+    assert matrix.row("at").confound == "no failure to cure"  # exactly 1.15 is not `speed`
+    assert matrix.row("above").confound == "speed (+15%); no failure to cure"
 
 
 @pytest.mark.parametrize(
@@ -357,6 +461,8 @@ def test_threshold_boundary_in_the_matrix() -> None:
         ({"baseline": "a", "threshold": 0.0}, "threshold"),
         ({"baseline": "a", "threshold": float("nan")}, "threshold"),
         ({"baseline": "a", "alpha": 1.0}, "alpha"),
+        ({"baseline": "a", "smallest_cure": 0.0}, "smallest_cure"),
+        ({"baseline": "a", "smallest_cure": 1.5}, "smallest_cure"),
     ],
 )
 def test_build_matrix_rejects_caller_bugs(kwargs: dict[str, object], message: str) -> None:
@@ -390,12 +496,16 @@ def test_to_dict_is_strict_json_with_full_per_cell_data() -> None:
     assert data["threshold"] == 1.15
     cells = {c["name"]: c for c in data["cells"]}
     tf32 = cells["tf32_off-local"]
-    assert tf32["confound"] == "speed (+25%)"
+    assert tf32["confound"].startswith("speed (+25%); drop inconclusive (p=")
     assert tf32["passed_count"] == 8
     assert len(tf32["trials"]) == 8
     assert tf32["trials"][0]["step_times_ms"] == [513.0, 515.0, 517.0, 513.0, 515.0]
     assert tf32["nan_rate_ci"][0] == 0.0
-    assert isinstance(tf32["fisher_p"], float)
+    assert tf32["p_value"] == pytest.approx(fisher_p_value(0, 8, 4, 8))
+    # Two cells tested: tf32 and the timing-less one (0/1 vs 4/8); the errored one is not.
+    assert tf32["p_adjusted"] == pytest.approx(2 * tf32["p_value"])
+    assert tf32["failure_drop_ci"] == pytest.approx(list(rate_difference_interval(4, 8, 0, 8)))
+    assert data["smallest_cure"] == 0.5
     assert len(tf32["step_time_ratio_ci"]) == 2
     for key in ("mean_step_time_ms", "std_step_time_ms", "p50_step_time_ms", "p99_step_time_ms"):
         assert isinstance(tf32[key], float)

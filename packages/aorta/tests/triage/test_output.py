@@ -65,7 +65,7 @@ def _trial(trial_id: int, step_ms: float, *, passed: bool) -> TrialResult:
         passed=passed,
         step_times_ms=[step_ms] * 4,
         failure="NaN loss at step 3",
-        losses=[1.0] * 4,
+        losses=[1.0 + trial_id / 1000.0] * 4,
         wall_clock_sec=2.0,
         started_at=STAMP,
         failed_at_step=None if passed else 3,
@@ -87,8 +87,8 @@ def _matrix(*, baseline_error: bool = False) -> Matrix:
     cells = [
         base,
         _cell("tf32_off-local", 500.0, failures=0),  # exactly 1.25x the baseline
-        _cell("xnack-local", 404.0, failures=0),  # 1.01x, fewer failures: trust it
-        _cell("stack-local", 400.0, failures=4),  # same rate, same speed: no effect
+        _cell("xnack-local", 404.0, failures=0),  # 1.01x, fewer failures, not significant
+        _cell("stack-local", 400.0, failures=4),  # same rate: too few trials to rule out a cure
         error_cell("broken-local", "docker unavailable", trials_requested=8),
     ]
     return build_matrix(cells, baseline="none-local", threshold=1.15, bootstrap_resamples=200)
@@ -206,14 +206,39 @@ def test_markdown_rows_follow_the_spec(tmp_path: Path) -> None:
     md = render_markdown(_report(tmp_path))
     assert _table(md) == [
         ["none-local", "none", "local", "50% [22\u201378]", "4 / 8", "400", EM, "(baseline)"],
-        ["tf32_off-local", "tf32_off", "local", "0% [0\u201332]", "0 / 8", "500", "0.077",
-         "speed (+25%)"],
-        ["xnack-local", "xnack", "local", "0% [0\u201332]", "0 / 8", "404", "0.077",
-         "inconclusive (p=0.08, ~15 trials per cell needed)"],
+        # Three cells compared (the errored one is not): Holm multiplies the smallest p by 3.
+        ["tf32_off-local", "tf32_off", "local", "0% [0\u201332]", "0 / 8", "500",
+         "0.077 (Holm 0.231)",
+         "speed (+25%); drop inconclusive (p=0.23, ~19 trials per cell needed)"],
+        ["xnack-local", "xnack", "local", "0% [0\u201332]", "0 / 8", "404", "0.077 (Holm 0.231)",
+         "inconclusive (p=0.23, ~19 trials per cell needed)"],
         ["stack-local", "tf32_off, xnack", "local", "50% [22\u201378]", "4 / 8", "400",
-         "1.000", "no effect"],
+         "1.000", "inconclusive (p=1.00, ~85 trials per cell needed)"],
         ["broken-local", "tf32_off, xnack", "local", "n/a", "n/a", "n/a", EM, "error"],
     ]  # fmt: skip
+
+
+def test_a_baseline_that_never_failed_opens_the_page_and_labels_every_cell(
+    tmp_path: Path,
+) -> None:
+    matrix = build_matrix(
+        [
+            _cell("none-local", 400.0, failures=0),
+            _cell("tf32_off-local", 500.0, failures=0),
+            _cell("xnack-local", 404.0, failures=1),
+        ],
+        baseline="none-local",
+        bootstrap_resamples=200,
+    )
+    md = render_markdown(_report(tmp_path, matrix=matrix))
+    quoted = [line.rstrip() for line in md.splitlines() if line.startswith(">")]
+    assert quoted[0] == (
+        "> **Warning**: Baseline did not reproduce the failure (0 of 8 trials failed): no cell "
+        "can show a cure."
+    )
+    assert md.index(quoted[0]) < md.index("## Reproduction Summary")
+    assert _row(md, "tf32_off-local")[-1] == "speed (+25%); no failure to cure"
+    assert _row(md, "xnack-local")[-2:] == ["1.000", "no failure to cure"]  # Holm: 2 x 1.0 = 1
 
 
 def test_markdown_table_is_aligned(tmp_path: Path) -> None:
@@ -223,7 +248,7 @@ def test_markdown_table_is_aligned(tmp_path: Path) -> None:
     assert len(lines) == 7  # header, rule, 5 rows
     assert len({len(line) for line in lines}) == 1
     assert lines[0].startswith("| Cell ")
-    assert "| p vs baseline |" in lines[0]
+    assert "| p vs baseline " in lines[0]
     assert set(lines[1]) <= {"|", "-"}
     # every column boundary sits at the same offset in every line
     bars = {tuple(i for i, ch in enumerate(line) if ch == "|") for line in lines}
@@ -315,6 +340,8 @@ def test_notes_carry_legend_and_matrix_notes(tmp_path: Path) -> None:
     assert "Wilson" in notes
     assert "matrix.json" in notes and "p99" in notes and "recipe.resolved.yaml" in notes
     assert "`speed (+N%)`" in notes and "`no effect`" in notes and "15%" in notes
+    assert "Holm-Bonferroni" in notes and "`p_adjusted`" in notes
+    assert "`no failure to cure`" in notes and "below half of the baseline's rate" in notes
 
 
 def test_small_step_times_get_one_decimal(tmp_path: Path) -> None:
@@ -374,7 +401,12 @@ def test_json_is_strict_and_complete(tmp_path: Path) -> None:
     ]  # fmt: skip
     tf32 = cells["tf32_off-local"]
     assert tf32["step_time_ratio"] == 1.25
-    assert tf32["confound"] == "speed (+25%)"
+    assert tf32["confound"] == (
+        "speed (+25%); drop inconclusive (p=0.23, ~19 trials per cell needed)"
+    )
+    assert tf32["p_value"] == pytest.approx(1 / 13)
+    assert tf32["p_adjusted"] == pytest.approx(3 / 13)
+    assert data["smallest_cure"] == 0.5
     assert tf32["env"] == {"NVIDIA_TF32_OVERRIDE": "0", "HIPBLASLT_ALLOW_TF32": "0"}
     assert tf32["mitigations"] == ["tf32_off"]
     assert tf32["environment"] == {

@@ -15,6 +15,7 @@ from aorta.triage import runner as triage_runner
 from aorta.triage.reanalysis import reanalyze
 from aorta.triage.recipe import recipe_from_flags
 from aorta.triage.runner import run_recipe
+from aorta.triage.stats import fisher_p_value
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -62,6 +63,38 @@ def test_rebuilds_from_trial_files_with_a_new_threshold_and_keeps_the_old_matrix
     assert row.confound == "error" and row.stats.error == "engine gone"
 
 
+def test_alpha_of_a_reanalysis_is_the_family_wise_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Odd seeds diverge at step 1 unless plugin_fix: 5/10 in the baseline and plugin_factory,
+    # 0/10 with plugin_fix. Steps sleep 1 ms and the threshold is wide: only failures decide.
+    monkeypatch.setenv("AORTA_TOY_FAIL_AT", "1")
+    monkeypatch.setenv("AORTA_TOY_SLEEP_S", "0.001")
+    recipe = recipe_from_flags(
+        workload="toy",
+        mitigation_axis=["none", "plugin_fix", "plugin_factory"],
+        environment_axis=["local"],
+        trials=10,
+        steps=3,
+        order="sequential",
+        confound_threshold=5.0,
+    )
+    run_dir = run_recipe(recipe, tmp_path).run_dir
+    cells = {c["name"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
+    fix = cells["plugin_fix-local"]
+    assert (cells["none-local"]["failed_count"], fix["failed_count"]) == (5, 0)
+    # Raw p = 0.033 < 0.05, but two cells were compared: Holm doubles the smaller p.
+    assert fix["p_value"] == pytest.approx(fisher_p_value(0, 10, 5, 10))
+    assert fix["p_adjusted"] == pytest.approx(2 * fix["p_value"])
+    assert fix["confound"].startswith("inconclusive (p=0.07, ~")
+    assert not fix["significant"]
+    # `--alpha` keeps its meaning: the family-wise level the adjusted p is judged against.
+    report = reanalyze(run_dir, alpha=0.1)
+    row = report.matrix.row("plugin_fix-local")
+    assert row.p_adjusted == pytest.approx(fix["p_adjusted"])
+    assert row.confound == "\u2014" and row.significant(0.1)
+
+
 def test_cli_matrix_command_and_its_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -72,9 +105,7 @@ def test_cli_matrix_command_and_its_bad_input(
     assert main(["triage", "matrix", str(run_dir), "--alpha", "0.2"]) == 0
     relabelled = json.loads((run_dir / "matrix.json").read_text())
     assert (relabelled["alpha"], relabelled["threshold"]) == (0.2, 1.15)  # the run's own
-    assert (
-        "below 0.2 the difference is unlikely to be chance" in (run_dir / "matrix.md").read_text()
-    )
+    assert "alpha 0.2 bounds the chance that any cell" in (run_dir / "matrix.md").read_text()
     for bad in ("0", "1", "nan"):
         assert main(["triage", "matrix", str(run_dir), "--alpha", bad]) == 2
         assert "--alpha: expected a significance level" in capsys.readouterr().err, bad

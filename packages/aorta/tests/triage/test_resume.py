@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,9 +18,9 @@ from aorta.errors import AortaUsageError, EnvironmentUnavailableError
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import run_trials as real_run_trials
 from aorta.triage import runner as triage_runner
-from aorta.triage.recipe import recipe_from_flags
-from aorta.triage.rundir import run_dir_lock
-from aorta.triage.runner import resume_run, run_recipe
+from aorta.triage.recipe import UntrustedRecipeError, recipe_from_flags
+from aorta.triage.rundir import resume_command, run_dir_lock
+from aorta.triage.runner import TriageInterrupted, resume_run, run_recipe
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -211,3 +212,113 @@ def test_options_the_mode_would_ignore_are_usage_errors(
     assert main(["triage", "run", *argv]) == 2
     assert expected in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+BEHAVE = str(Path(__file__).parents[1] / "runner" / "command" / "scripts" / "behave.py")
+
+
+def _interrupted_command_run(tmp_path: Path) -> tuple[Path, str]:
+    """A real flag-mode matrix of a command workload, Ctrl-C'd (SIGINT, as a terminal sends
+    it) after its first trial; the run directory and the resume command aorta printed."""
+    proc = subprocess.Popen(
+        [AORTA, "triage", "run", "--mode", "matrix", "--mitigation-axis", "none,plugin_fix",
+         "--environment-axis", "local", "--trials", "3", "--steps", "5", "--step-time",
+         "jsonl", "--progress", "plain", "--output-dir", str(tmp_path / "out"), "--",
+         sys.executable, BEHAVE, "steps", "{steps}", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("out/*/*/*/cells/*/trial_0.json")):
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no trial finished in time")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    (run_dir,) = [p for p in tmp_path.glob("out/*/*/*") if p.is_dir()]
+    (printed,) = [line for line in err.splitlines() if "to finish it: " in line]
+    return run_dir, printed.split("to finish it: ", 1)[1]
+
+
+def test_the_printed_resume_command_finishes_an_interrupted_command_run(tmp_path: Path) -> None:
+    run_dir, printed = _interrupted_command_run(tmp_path)
+    assert printed == f"aorta triage run --resume {run_dir}"  # no flag: this user's own run
+    # Verbatim, as a user pastes it into a shell (aorta is on PATH there).
+    path = f"{Path(AORTA).parent}{os.pathsep}{os.environ['PATH']}"
+    done = subprocess.run(
+        shlex.split(printed),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "trusted (--trust-environments)" not in done.stderr
+    matrix = json.loads((run_dir / "matrix.json").read_text())
+    assert matrix["interrupted"] is False
+    assert [c["trials_run"] for c in matrix["cells"]] == [3, 3]
+
+
+def test_a_changed_recipe_or_another_users_run_needs_trust_and_the_printed_command_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recipe = recipe_from_flags(
+        workload=None,
+        command={"command": [sys.executable, BEHAVE, "steps", "{steps}"], "step_time": "jsonl"},
+        mitigation_axis=["none"],
+        environment_axis=["local"],
+        trials=2,
+        steps=3,
+    )
+    run_dir = run_recipe(recipe, tmp_path).run_dir
+    (run_dir / "cells" / "none-local" / "trial_1.json").unlink()
+    assert resume_command(run_dir) == f"aorta triage run --resume {run_dir}"
+
+    # Another user (another key) resuming this directory: the command is not theirs.
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "other-user"))
+    assert resume_command(run_dir).endswith(" --trust-environments")
+    with pytest.raises(UntrustedRecipeError, match="workload runs the command"):
+        resume_run(run_dir)
+    monkeypatch.undo()
+
+    # The recipe changed after the start (one byte is enough): the signature no longer holds.
+    resolved = run_dir / "recipe.resolved.yaml"
+    resolved.write_text(resolved.read_text().replace("- steps\n", "- steps \n"))
+    assert resume_command(run_dir).endswith(" --trust-environments")
+    with pytest.raises(UntrustedRecipeError, match="pass --trust-environments"):
+        resume_run(run_dir)
+    assert not (run_dir / "cells" / "none-local" / "trial_1.json").exists()
+    resume_run(run_dir, trust_environments=True)  # the flag still works as before
+    assert (run_dir / "cells" / "none-local" / "trial_1.json").exists()
+
+
+def test_a_baseline_an_interrupted_run_never_reached_reads_not_run_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupted(request: RunRequest, reporter: object = None) -> list[TrialResult]:
+        raise KeyboardInterrupt  # Ctrl-C during the first cell
+
+    recipe = recipe_from_flags(
+        workload="toy",
+        mitigation_axis=["plugin_fix", "none"],
+        environment_axis=["local"],
+        trials=2,
+        steps=2,
+        order="sequential",
+        baseline_cell="none-local",
+    )
+    monkeypatch.setattr(triage_runner, "run_trials", interrupted)
+    with pytest.raises(TriageInterrupted) as caught:
+        run_recipe(recipe, tmp_path)
+    warnings = caught.value.report.matrix.warnings
+    assert "baseline cell none-local was not run (the run was interrupted before it)" in (
+        " ".join(warnings)
+    )
+    assert not any("failed" in warning for warning in warnings), warnings
+    markdown = (caught.value.report.run_dir / "matrix.md").read_text()
+    assert "baseline cell none-local was not run" in markdown
+    assert "cell plugin_fix-local was not run" in markdown

@@ -8,6 +8,8 @@ from scipy.stats import binom, binomtest, fisher_exact  # type: ignore[import-un
 from aorta.triage.stats import (
     bootstrap_ratio_interval,
     fisher_p_value,
+    holm_adjust,
+    rate_difference_interval,
     trials_needed,
     wilson_interval,
 )
@@ -146,3 +148,60 @@ def test_trials_needed_rejects_bad_input(
 ) -> None:
     with pytest.raises(ValueError, match="must be"):
         trials_needed(p_base, p_cell, alpha=alpha, power=power)
+
+
+def test_holm_adjusts_a_hand_computed_family() -> None:
+    # Sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> 0.06 (running
+    # maximum: an adjusted p never falls below a smaller p's).
+    adjusted = holm_adjust([0.01, 0.04, 0.03, 0.005])
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_holm_caps_at_one_keeps_ties_and_skips_untested_cells() -> None:
+    # None (no test: baseline, errored cell) is not part of the family: m = 2 here.
+    assert holm_adjust([None, 0.02, None, 0.6]) == [None, pytest.approx(0.04), None, 0.6]
+    # Ties: 0.02 x3 = 0.06, then 0.02 x2 = 0.04 -> 0.06 for both; 0.5 x1 -> 0.5.
+    assert holm_adjust([0.02, 0.5, 0.02]) == pytest.approx([0.06, 0.5, 0.06])
+    assert holm_adjust([0.4, 0.9, 0.7]) == [1.0, 1.0, 1.0]  # 0.4 x3 = 1.2, capped
+    assert holm_adjust([0.03]) == [0.03]  # a family of one is not adjusted
+    assert holm_adjust([]) == []
+    assert holm_adjust([None]) == [None]
+
+
+def test_holm_of_ten_cells_at_p_0_01_is_no_longer_significant_each() -> None:
+    # Ten mitigations at p = 0.01 each: unadjusted, every one would read "trust it".
+    assert holm_adjust([0.01] * 10) == pytest.approx([0.1] * 10)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_holm_rejects_impossible_p_values(bad: float) -> None:
+    with pytest.raises(ValueError, match="p-values"):
+        holm_adjust([0.1, bad])
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        # Newcombe (1998), Statistics in Medicine 17:873, Table II, method 10.
+        ((56, 70, 48, 80), (0.0524, 0.3339)),
+        ((9, 10, 3, 10), (0.1705, 0.8090)),
+        ((6, 7, 2, 7), (0.0582, 0.8062)),
+        ((5, 56, 0, 29), (-0.0381, 0.1926)),
+    ],
+)
+def test_rate_difference_interval_matches_newcombes_published_values(
+    counts: tuple[int, int, int, int], expected: tuple[float, float]
+) -> None:
+    assert rate_difference_interval(*counts) == pytest.approx(expected, abs=1e-4)
+
+
+def test_rate_difference_interval_at_the_extremes() -> None:
+    # 8/8 vs 8/8: the rates may still differ by up to 1 - (Wilson lower bound of 8/8).
+    low, high = rate_difference_interval(8, 8, 8, 8)
+    assert high == pytest.approx(1.0 - wilson_interval(8, 8)[0])
+    assert low == pytest.approx(-high)
+    # 8/8 vs 0/8: the difference is at most 1 and the interval stays within [-1, 1].
+    low, high = rate_difference_interval(8, 8, 0, 8)
+    assert 0.0 < low < 1.0 and high == 1.0
+    with pytest.raises(ValueError, match="trials"):
+        rate_difference_interval(0, 0, 1, 2)

@@ -15,12 +15,13 @@ function raises `AutoexpError` subclasses for failures (`exit_code` says which k
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
+from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
 
 if TYPE_CHECKING:
     from oellm_autoexp.config.schema import RootConfig
@@ -67,6 +68,8 @@ class SubmitResult:
     confirmed: int
     # `chain=N`: the later links' sessions (each waits for the one before: afterany).
     chained: tuple[Session, ...] = ()
+    # `if_active="attach"` found an active session of the same plan: nothing was submitted.
+    attached: bool = False
 
     @property
     def complete(self) -> bool:
@@ -103,6 +106,9 @@ class JobStatus:
     outcome_mode: str | None
     outcome_error_type: str | None
     stage: str | None = None  # the job's stage in a multi-stage config
+    # Where `slurm_state` comes from: "record" (the session file), "slurm" (asked now), or
+    # "gone" (asked now: SLURM no longer knows the id; `slurm_state` is the recorded one).
+    slurm_state_source: str = "record"
 
 
 def plan(
@@ -151,6 +157,11 @@ def plan(
     return result
 
 
+# `submit(if_active=...)`: what to do when an earlier session of the same plan is active.
+IF_ACTIVE_REFUSE, IF_ACTIVE_ATTACH, IF_ACTIVE_NEW = "refuse", "attach", "new"
+IF_ACTIVE = (IF_ACTIVE_REFUSE, IF_ACTIVE_ATTACH, IF_ACTIVE_NEW)
+
+
 def store_for_config(config: Mapping[str, Any], output_root: Path) -> SessionStore:
     """The session store of a plan's project (`project.state_dir`, else under the output root)."""
     from oellm_autoexp.monitor.session_builder import store_for
@@ -168,6 +179,7 @@ def submit(
     sleep: Callable[[float], None] | None = None,
     array_subset: str | None = None,
     chain: int = 1,
+    if_active: str = IF_ACTIVE_REFUSE,
 ) -> SubmitResult:
     """Create a session for a written plan and submit every script through `client`.
 
@@ -182,6 +194,11 @@ def submit(
     per script. `chain=N` submits the (selected) jobs N times, each submission a session of its
     own whose jobs wait for the previous submission's job to end (``--dependency=afterany``):
     a long run split into time-limited pieces that resume from their checkpoints.
+
+    `if_active` says what happens when an earlier session of the same plan (same plan id) is
+    still active with unfinished jobs among those to submit: ``"refuse"`` (an
+    `AutoexpUsageError` naming it; nothing submitted), ``"attach"`` (submit nothing; return
+    that session, monitored to its end with `monitor=True`), ``"new"`` (submit anyway).
     """
     from oellm_autoexp.monitor.session_builder import submit_plan
     from oellm_autoexp.plan import Plan
@@ -199,6 +216,10 @@ def submit(
         only = parse_subset(array_subset, [job.index for job in the_plan.jobs])
     say = reporter or NullReporter()
     store = store_for_config(the_config, the_plan.output_root)
+    wanted = {job.job_id for job in the_plan.jobs if only is None or job.index in only}
+    earlier = _earlier_sessions(store, the_plan.plan_id, wanted, if_active, say)
+    if earlier:
+        return _attach(store, client, earlier, say, monitor=monitor, sleep=sleep)
     sessions: list[Session] = []
     depends_on: dict[str, str] | None = None
     for link in range(links):
@@ -241,6 +262,80 @@ def submit(
             f"--monitor-session {session.session_id}"
         )
     return outcome
+
+
+def earlier_submission(
+    planned: PlanResult,
+    *,
+    array_subset: str | None = None,
+    if_active: str = IF_ACTIVE_REFUSE,
+    reporter: Reporter | None = None,
+) -> list[Session]:
+    """The active sessions `submit(planned, ..., if_active=...)` would attach to (none: it
+    submits); raises its refusal for ``"refuse"``. Lets a caller refuse before asking anything."""
+    from oellm_autoexp.submit_options import parse_subset
+
+    the_plan = planned.plan
+    only = None
+    if array_subset is not None:
+        only = parse_subset(array_subset, [job.index for job in the_plan.jobs])
+    wanted = {job.job_id for job in the_plan.jobs if only is None or job.index in only}
+    store = store_for_config(planned.config, the_plan.output_root)
+    return _earlier_sessions(store, the_plan.plan_id, wanted, if_active, reporter or NullReporter())
+
+
+def active_sessions_of(
+    store: SessionStore, plan_id: str, job_keys: set[str], reporter: Reporter | None = None
+) -> list[Session]:
+    """The active sessions in `store` of plan `plan_id` with an unfinished job in `job_keys`
+    (oldest first): submitting those jobs again would queue them twice."""
+    say = reporter or NullReporter()
+    found = []
+    for session in store.load_readable(store.ids(), lambda exc: say.warning(f"skipping: {exc}")):
+        if session.status != "active" or session.plan.get("plan_id") != plan_id:
+            continue
+        if any(not job.finished for key, job in session.jobs.items() if key in job_keys):
+            found.append(session)
+    return sorted(found, key=lambda s: s.created_at)
+
+
+def _earlier_sessions(
+    store: SessionStore, plan_id: str, job_keys: set[str], if_active: str, say: Reporter
+) -> list[Session]:
+    """The active sessions to attach to (none: submit); raises for ``"refuse"``."""
+    if if_active not in IF_ACTIVE:
+        raise AutoexpUsageError(f"if_active must be one of {', '.join(IF_ACTIVE)}: {if_active!r}")
+    if if_active == IF_ACTIVE_NEW:
+        return []
+    earlier = active_sessions_of(store, plan_id, job_keys, say)
+    if earlier and if_active == IF_ACTIVE_REFUSE:
+        ids = ", ".join(s.session_id for s in earlier)
+        unfinished = sum(1 for s in earlier for j in s.jobs.values() if not j.finished)
+        raise AutoexpUsageError(
+            f"plan {plan_id} is already submitted: session {ids} is active ({unfinished} "
+            "unfinished job(s)); --attach monitors it, --new-session submits the jobs again"
+        )
+    return earlier
+
+
+def _attach(
+    store: SessionStore,
+    client: SlurmClient,
+    earlier: list[Session],
+    say: Reporter,
+    *,
+    monitor: bool,
+    sleep: Callable[[float], None] | None,
+) -> SubmitResult:
+    """`if_active="attach"`: the earlier sessions instead of a new submission."""
+    ids = [s.session_id for s in earlier]
+    say.info(f"attached to session {', '.join(ids)} of the same plan; nothing submitted")
+    if monitor:
+        monitor_until_done(store, client, session_ids=ids, reporter=say, sleep=sleep)
+        earlier = [store.load(sid) for sid in ids]
+    first = earlier[0]
+    confirmed = sum(1 for j in first.jobs.values() if j.job_id is not None or j.attempts)
+    return SubmitResult(first, store, confirmed, tuple(earlier[1:]), attached=True)
 
 
 def monitor_once(
@@ -356,14 +451,15 @@ def _locked_sessions(
             except SessionLockedError as exc:
                 if explicit:
                     raise
-                say.warning(f"skipping: {exc}")
                 locked.append(exc)
             except SessionCorruptError as exc:
                 if explicit:
                     raise
                 say.warning(f"skipping a corrupt session file: {exc}")
         if not sessions and locked:  # nothing to do because another monitor has it all
-            raise locked[0]
+            raise locked[0]  # one line: the error alone, no "skipping" before it
+        for refusal in locked:
+            say.warning(f"skipping: {refusal}")
         yield sessions
 
 
@@ -372,10 +468,16 @@ def status(
     *,
     session_ids: Sequence[str] | None = None,
     reporter: Reporter | None = None,
+    client: SlurmClient | None = None,
 ) -> list[JobStatus]:
     """Every job of the sessions in `store` (or of `session_ids`), as last recorded.
 
-    A session file that cannot be read is reported (a warning) and the others are listed.
+    With a `client`, the SLURM state of every job whose record is not final (queued, running,
+    or last seen so) is asked in one `query` (one squeue, and sacct where accounting exists),
+    so a job cancelled or ended while no monitor ran shows what SLURM says now. Nothing is
+    written: the records change only under a monitor. If SLURM does not answer, the recorded
+    states are listed with one warning. A session file that cannot be read is reported (a
+    warning) and the others are listed.
     """
     say = reporter or NullReporter()
     rows = []
@@ -399,7 +501,34 @@ def status(
                     stage=job.stage.name if job.stage else None,
                 )
             )
-    return rows
+    return rows if client is None else _reconciled(rows, client, say)
+
+
+def _reconciled(rows: list[JobStatus], client: SlurmClient, say: Reporter) -> list[JobStatus]:
+    """`rows` with SLURM's current state of each job whose recorded state is not final."""
+    import dataclasses
+
+    from oellm_autoexp.errors import AutoexpError
+    from oellm_autoexp.slurm.client import TERMINAL_STATES
+
+    ask = sorted({r.slurm_id for r in rows if r.slurm_id and r.slurm_state not in TERMINAL_STATES})
+    if not ask:
+        return rows
+    try:
+        answer = client.query(ask)
+    except AutoexpError as exc:  # no squeue, no controller: the records are all there is
+        say.warning(f"SLURM did not answer ({one_line(str(exc))}); showing the recorded states")
+        return rows
+    out = []
+    for row in rows:
+        info = answer.jobs.get(row.slurm_id or "")
+        if info is not None:
+            out.append(dataclasses.replace(row, slurm_state=info.state, slurm_state_source="slurm"))
+        elif row.slurm_id in answer.unknown:
+            out.append(dataclasses.replace(row, slurm_state_source="gone"))
+        else:
+            out.append(row)
+    return out
 
 
 def cancel(
@@ -423,7 +552,7 @@ def cancel(
             if not live:
                 continue
             client.cancel(live)
-            session.mark_cancelled(live, reason)
+            session.mark_cancelled(live, reason, time.time())
             store.save(session)
             say.info(f"session {sid}: cancelled {', '.join(live)}")
             cancelled.extend(live)

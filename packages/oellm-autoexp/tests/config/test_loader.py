@@ -212,7 +212,12 @@ def test_monitor_and_restart_groups_select_registered_implementations() -> None:
         "SelectiveRestartPolicyConfig",
         "TimeLimitRestartPolicyConfig",
     ]
-    assert root.restart_policies[0].exclude_error_types == ["oom", "exception"]
+    assert root.restart_policies[0].exclude_error_types == [
+        "oom",
+        "exception",
+        "usage",
+        "cannot_execute",
+    ]
 
 
 def test_a_config_class_check_is_reported_with_the_config_file() -> None:

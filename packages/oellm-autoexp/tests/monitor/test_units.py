@@ -55,8 +55,8 @@ def test_cancelled_is_a_crash_with_error_type_cancelled_from_slurm() -> None:
 def test_failed_takes_the_most_specific_log_signal_else_slurm_failure() -> None:
     assert _end("FAILED", 1, signals=(OOM, EXC)).error_type == "oom"
     assert _end("FAILED", 1, signals=(NCCL,)).metadata["subsystem"] == "distributed"
-    plain = _end("FAILED", 2, "NonZeroExitCode")
-    assert (plain.error_type, plain.metadata["exit_code"]) == ("slurm_failure", 2)
+    plain = _end("FAILED", 1, "NonZeroExitCode")
+    assert (plain.error_type, plain.metadata["exit_code"]) == ("slurm_failure", 1)
     assert _end("OUT_OF_MEMORY", 0).error_type == "oom"
 
 

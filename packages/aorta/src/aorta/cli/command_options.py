@@ -1,8 +1,8 @@
 """The `-- CMD` of `aorta run` and `aorta triage run --mode matrix`: a command workload.
 
-Everything after `--` is the command (argv, never a shell); three options carry the settings
-a flag-mode user most needs. The full set (patterns, artifacts, log retention, ...) is in a
-recipe's `workload:` mapping.
+Everything after `--` is the command (argv, never a shell); the options below carry the
+settings a recipe's `workload:` mapping has for it (`aorta.runner.command.flags` builds and
+validates that mapping). The rest (error patterns, artifacts, exit codes, ...) is recipe-only.
 """
 
 from __future__ import annotations
@@ -12,49 +12,61 @@ from typing import Any, TypeVar
 
 import click
 
-F = TypeVar("F", bound=Callable[..., Any])
+from aorta.runner.command.spec import KEEP_LOGS, STEP_PRESETS, TIME_UNITS
 
-STEP_TIME_CHOICES = ("megatron", "hf", "jsonl")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def command_options(func: F) -> F:
-    """Add `COMMAND...` (after `--`) and --step-time / --hang-after / --trial-timeout."""
-    func = click.argument("command", nargs=-1, type=click.UNPROCESSED)(func)
-    func = click.option(
-        "--trial-timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        help="Command workloads: seconds per trial before SIGTERM/SIGKILL (error 'timeout').",
-    )(func)
-    func = click.option(
-        "--hang-after",
-        type=click.FloatRange(min=0, min_open=True),
-        help="Command workloads: seconds without output that make a trial an error 'hang'.",
-    )(func)
-    func = click.option(
-        "--step-time",
-        type=click.Choice(STEP_TIME_CHOICES),
-        help="Command workloads: the step-line format to time steps and read losses from.",
-    )(func)
-    return func
+    """Add `COMMAND...` (after `--`) and the command workload options.
 
-
-def command_mapping(
-    command: tuple[str, ...],
-    step_time: str | None,
-    hang_after: float | None,
-    trial_timeout: float | None,
-) -> dict[str, Any] | None:
-    """The command workload mapping the flags describe; None when no command was given.
-
-    The settings without a command are a usage error (they would be silently ignored).
+    The callback receives them as `command` plus the keyword arguments that
+    `aorta.runner.command.flags.command_mapping` takes.
     """
-    settings = {"step_time": step_time, "hang_after": hang_after, "timeout": trial_timeout}
-    given = {key: value for key, value in settings.items() if value is not None}
-    if not command:
-        if given:
-            flag = {"step_time": "--step-time", "hang_after": "--hang-after"}.get(
-                next(iter(given)), "--trial-timeout"
-            )
-            raise click.UsageError(f"{flag}: only for a command workload (-- CMD ...)")
-        return None
-    return {"command": list(command), **given}
+    options = [
+        click.argument("command", nargs=-1, type=click.UNPROCESSED),
+        click.option(
+            "--trial-timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Command workloads: seconds per trial before SIGTERM/SIGKILL (error 'timeout').",
+        ),
+        click.option(
+            "--hang-after",
+            type=click.FloatRange(min=0, min_open=True),
+            help="Command workloads: seconds without output that make a trial an error 'hang'.",
+        ),
+        click.option(
+            "--keep-logs",
+            metavar="|".join(KEEP_LOGS),
+            help="Command workloads: which trials keep trial_<id>.log (default: failed, every "
+            "trial that did not pass).",
+        ),
+        click.option(
+            "--cwd",
+            metavar="DIR",
+            help="Command workloads: the directory the command runs in (recorded absolute).",
+        ),
+        click.option(
+            "--failure-pattern",
+            multiple=True,
+            metavar="REGEX",
+            help="Command workloads: an output line matching REGEX makes the trial failed; "
+            "added to the default patterns. Repeatable.",
+        ),
+        click.option(
+            "--step-time-unit",
+            metavar="|".join(TIME_UNITS),
+            help="Command workloads, with a --step-time regex: the unit of its time group "
+            "(default ms).",
+        ),
+        click.option(
+            "--step-time",
+            metavar="PRESET|REGEX",
+            help="Command workloads: how to read step times and losses: a preset name "
+            f"({', '.join(STEP_PRESETS)}), or a regex with a (?P<time>...) group (and optional "
+            "step, loss groups).",
+        ),
+    ]
+    for option in options:
+        func = option(func)
+    return func

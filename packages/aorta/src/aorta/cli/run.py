@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from aorta.cli.command_options import command_mapping, command_options
+from aorta.cli.command_options import command_options
 from aorta.registry.models import check_env_var_name
+from aorta.runner.command.flags import command_mapping
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
@@ -88,9 +89,9 @@ def _command_spec(workload: str | None, mapping: dict[str, Any] | None) -> Comma
         raise click.UsageError("give either --workload NAME or a command after --")
     if mapping is None:
         return None
-    from aorta.runner.command.spec import parse_command_spec
+    from aorta.runner.command.flags import spec_from_flags
 
-    return parse_command_spec(mapping, where="command")
+    return spec_from_flags(mapping)
 
 
 @click.command("run")
@@ -142,10 +143,8 @@ def run_command(
     seed: int,
     extra_env: dict[str, str],
     output_dir: Path,
-    step_time: str | None,
-    hang_after: float | None,
-    trial_timeout: float | None,
     command: tuple[str, ...],
+    **command_flags: Any,
 ) -> int:
     """Run TRIALS trials of a workload and write one trial_<id>.json per trial.
 
@@ -161,7 +160,7 @@ def run_command(
     from aorta.runner.trials import distributed_rank
     from aorta.timestamps import dir_stamp
 
-    spec = _command_spec(workload, command_mapping(command, step_time, hang_after, trial_timeout))
+    spec = _command_spec(workload, command_mapping(command, **command_flags))
     if spec is not None:
         workload = "command"
     else:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from aorta.cli.command_options import command_mapping, command_options
+from aorta.cli.command_options import command_options
 from aorta.instrumentation.redaction import redact_value
+from aorta.runner.command.flags import command_mapping
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
-    from aorta.triage.recipe import Recipe
+    from aorta.runner.command.spec import CommandSpec
+    from aorta.triage.recipe import Cell, Recipe
 
 
 def _split(value: str | None) -> list[str]:
@@ -46,8 +48,9 @@ def triage_group(ctx: click.Context, list_mitigations: bool, list_environments: 
     return 0
 
 
-def _describe(recipe: Recipe) -> None:
-    """The resolved cells, one line each (what --dry-run prints)."""
+def _describe(recipe: Recipe, run_dir: Path) -> None:
+    """The resolved cells, one line each (what --dry-run prints); for a command workload
+    also its settings and each cell's command line as trial 0 in `run_dir` runs it."""
     click.echo(
         f"recipe: workload={recipe.workload} ticket={recipe.ticket or '_no_ticket_'} "
         f"baseline={recipe.baseline} threshold={recipe.confound.threshold} "
@@ -55,6 +58,8 @@ def _describe(recipe: Recipe) -> None:
         + (f" (shuffle seed {recipe.order_seed})" if recipe.order == "interleaved" else "")
         + f" alpha={recipe.confound.alpha}"
     )
+    if recipe.command is not None:
+        click.echo(f"command workload: {_command_settings(recipe.command)}")
     if recipe.executor is not None:
         from aorta.triage.recipe.executor import describe_settings
 
@@ -73,6 +78,30 @@ def _describe(recipe: Recipe) -> None:
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
             f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
+        if recipe.command is not None:
+            click.echo(f"    trial 0 runs: {_trial_zero_command(recipe, cell, run_dir)}")
+
+
+def _command_settings(spec: CommandSpec) -> str:
+    """The command workload's settings as `key=value` words (the argv is shown per cell)."""
+    rest = {key: value for key, value in spec.to_dict().items() if key != "command"}
+    step_time = rest.pop("step_time", "none")
+    if isinstance(step_time, dict):
+        step_time = f"regex {step_time['regex']!r} ({step_time['unit']})"
+    settings = {"step_time": step_time, **rest}
+    return " ".join(f"{key}={value}" for key, value in settings.items())
+
+
+def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
+    """The shell-quoted command line of the cell's trial 0, secrets in it redacted."""
+    import shlex
+
+    from aorta.instrumentation.redaction import redact_embedded_secrets
+    from aorta.runner.command.runner import trial_argv
+    from aorta.triage.runner import cell_request
+
+    request = cell_request(recipe, run_dir, cell, range(cell.trials), fresh_process=False)
+    return redact_embedded_secrets(shlex.join(trial_argv(request, 0)))
 
 
 @triage_group.command("run")
@@ -187,10 +216,8 @@ def run_command(
     executor: str | None,
     slurm_config: Path | None,
     detach: bool,
-    step_time: str | None,
-    hang_after: float | None,
-    trial_timeout: float | None,
     command: tuple[str, ...],
+    **command_flags: Any,
 ) -> int:
     """Run the matrix from --recipe FILE, from flags with --mode matrix, or finish an
     interrupted run with --resume RUN_DIR.
@@ -219,7 +246,7 @@ def run_command(
             _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
     else:
         trials = _trial_budget(trials, stop_after_failures, max_trials)
-        spec = command_mapping(command, step_time, hang_after, trial_timeout)
+        spec = command_mapping(command, **command_flags)
         missing = [
             flag
             for flag, value in (
@@ -260,7 +287,10 @@ def run_command(
 
         # What the real run would refuse before its first trial, the dry run refuses too.
         check_workload_parameters(recipe, os.environ)
-    _describe(recipe)
+    from aorta.triage.output import runs_parent
+
+    # The run directory's own name is its start time, fixed only when it starts.
+    _describe(recipe, runs_parent(output_dir, recipe) / "<timestamp>")
     if dry_run:
         return 0
     return _execute(recipe, output_dir, progress, detach=detach)
@@ -328,6 +358,10 @@ _FLAG_MODE_ONLY = (
     "workload",
     "command",
     "step_time",
+    "step_time_unit",
+    "failure_pattern",
+    "cwd",
+    "keep_logs",
     "hang_after",
     "trial_timeout",
     "mitigation_axis",
@@ -373,14 +407,16 @@ def _say_trusted(actions: list[str]) -> None:
 def _resume(
     run_dir: Path, *, dry_run: bool, progress: ProgressMode, trust: bool, detach: bool
 ) -> int:
-    from aorta.triage.recipe import check_trust
-    from aorta.triage.rundir import RESOLVED_NAME, load_run_recipe
+    from aorta.triage.recipe.trust import check_run_trust
+    from aorta.triage.rundir import RESOLVED_NAME, read_run_recipe
 
-    recipe = load_run_recipe(run_dir)  # not a triage run, or a hostile one: one line, exit 2
-    _describe(recipe)
+    # Not a triage run, or a hostile one: one line, exit 2.
+    recipe, digest = read_run_recipe(run_dir)
+    _describe(recipe, run_dir)
     if dry_run:
         return 0
-    _say_trusted(check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust))
+    label = str(run_dir / RESOLVED_NAME)
+    _say_trusted(check_run_trust(recipe, run_dir, digest, label=label, trusted=trust))
     if detach and recipe.executor is None:
         raise click.UsageError("--detach: only with the SLURM executor")
     return _execute(recipe, run_dir, progress, resume=True, trust=trust, detach=detach)
@@ -429,9 +465,10 @@ def _execute(
         if loud:
             matrix_md = exc.report.run_dir / "matrix.md"
             click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
+            from aorta.triage.rundir import resume_command
+
             click.echo(
-                f"aorta triage: to finish it: aorta triage run --resume {exc.report.run_dir}",
-                err=True,
+                f"aorta triage: to finish it: {resume_command(exc.report.run_dir)}", err=True
             )
         raise
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)

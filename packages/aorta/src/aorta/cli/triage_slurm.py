@@ -73,7 +73,9 @@ def say_detached(run_dir: Path) -> None:
     """What to run next after `--detach`."""
     click.echo(f"aorta triage: submitted to SLURM; run directory: {run_dir}")
     click.echo(f"aorta triage: where it stands: aorta triage status {run_dir}")
-    click.echo(f"aorta triage: watch it and write the matrix: aorta triage run --resume {run_dir}")
+    from aorta.triage.rundir import resume_command
+
+    click.echo(f"aorta triage: watch it and write the matrix: {resume_command(run_dir)}")
 
 
 def print_status(run_dir: Path) -> int:

@@ -95,7 +95,7 @@ def run_trial_in_child(
         spec_path = Path(tmp) / "request.json"
         spec_path.write_text(json.dumps(_request_to_spec(request)), encoding="utf-8")
         shared = [request.output_dir.resolve(), Path(tmp).resolve()]
-        command = launch([str(spec_path), str(trial_id)], resolved.env, shared)
+        command = launch([str(spec_path), str(trial_id)], resolved.trial_env(trial_id), shared)
         started_at, start = utc_timestamp(), time.perf_counter()
         with log_path.open("w", encoding="utf-8") as log:
             proc = subprocess.Popen(

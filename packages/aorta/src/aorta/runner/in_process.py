@@ -14,6 +14,7 @@ from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.environ import applied_environ
 from aorta.runner.host import collect_host
+from aorta.runner.host_load import HostLoad, LoadSampler
 from aorta.runner.models import Execution, Outcome, TrialResult
 from aorta.runner.outcome import classify_exception, classify_outcome
 from aorta.runner.resolve import ResolvedRequest
@@ -66,14 +67,17 @@ def run_trial_in_process(
     trace: str | None = None
     steps_completed = 0
     fingerprints: dict[str, str] | None = None
+    load = LoadSampler()
+    load.sample(time.monotonic(), force=True)
 
     def counting_step(step: int, loss: float | None, step_time_ms: float) -> None:
         # The default classification of an exception needs to know whether a step completed.
         nonlocal steps_completed
         steps_completed += 1
+        load.sample(time.monotonic())  # at most one read per interval
         on_step(step, loss, step_time_ms)
 
-    with applied_environ(resolved.env):
+    with applied_environ(resolved.trial_env(trial_id)):
         ctx = TrialContext(
             trial_id=trial_id,
             seed=request.trial_seed(trial_id),
@@ -95,6 +99,7 @@ def run_trial_in_process(
         # Taken after the workload ran, still inside the trial's environment: by then the
         # workload has imported its libraries, so their effective settings can be read.
         snapshot = collect_env(scope="trial")
+    load.sample(time.monotonic(), force=True)
     return build_trial_result(
         resolved,
         trial_id,
@@ -109,6 +114,7 @@ def run_trial_in_process(
         rank=rank,
         world_size=world_size,
         kernel_fingerprints=None if fingerprints is None else dict(fingerprints),
+        host_load=load.record(),
     )
 
 
@@ -127,6 +133,7 @@ def build_trial_result(
     rank: int = 0,
     world_size: int = 1,
     kernel_fingerprints: dict[str, str] | None = None,
+    host_load: HostLoad | None = None,
 ) -> TrialResult:
     """The trial record; `outcome` is None when the workload produced none (it raised, died).
 
@@ -149,7 +156,7 @@ def build_trial_result(
         wall_clock_sec=wall_clock_sec,
         started_at=started_at,
         # Recorded, never re-applied: a recipe's extra_env may carry a secret.
-        env_applied=redact_environ(resolved.env),
+        env_applied=redact_environ(resolved.trial_env(trial_id)),
         env_snapshot=env_snapshot,
         observed=dict(outcome.observed) if outcome else {},
         step_clock=outcome.step_clock if outcome else None,
@@ -160,4 +167,5 @@ def build_trial_result(
         world_size=world_size,
         kernel_fingerprints=kernel_fingerprints,
         host=collect_host(),
+        host_load=host_load,
     )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from aorta.errors import AortaUsageError
 from aorta.registry.models import Environment, Mitigation
 from aorta.runner.host import TrialHost
+from aorta.runner.host_load import HostLoad
 
 if TYPE_CHECKING:  # the command engine is loaded only when a command workload runs
     from aorta.runner.command.spec import CommandSpec
@@ -153,6 +154,9 @@ class TrialResult:
     # Where the trial ran (node, SLURM ids, CPU/GPU models); None in records written before
     # it was recorded.
     host: TrialHost | None = None
+    # The host's 1-minute load average over the trial (`aorta.runner.host_load`); None where
+    # it was not sampled (in-process trials, records written before it existed).
+    host_load: HostLoad | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
@@ -173,6 +177,7 @@ class TrialResult:
         data = asdict(self)
         data["mitigations"] = list(self.mitigations)
         data["host"] = None if self.host is None else self.host.to_dict()
+        data["host_load"] = None if self.host_load is None else self.host_load.to_dict()
         return data
 
     @classmethod
@@ -180,7 +185,8 @@ class TrialResult:
         """Rebuild a result from `to_dict()` output (e.g. a trial JSON read back).
 
         `host` is checked field by field (`TrialHost.from_dict`: `ValueError` naming the key);
-        a record without it (written before it existed) reads as `host=None`.
+        a record without it (written before it existed) reads as `host=None`; likewise
+        `host_load` (`HostLoad.from_dict`).
         """
         version = data.get("schema_version")
         if version != TRIAL_SCHEMA_VERSION:
@@ -191,4 +197,6 @@ class TrialResult:
         fields["mitigations"] = tuple(fields["mitigations"])
         host = fields.get("host")
         fields["host"] = None if host is None else TrialHost.from_dict(host)
+        load = fields.get("host_load")
+        fields["host_load"] = None if load is None else HostLoad.from_dict(load)
         return cls(**fields)

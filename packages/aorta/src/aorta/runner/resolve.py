@@ -11,7 +11,7 @@ from aorta.registry.loader import (
     load_mitigations,
 )
 from aorta.registry.models import Environment, Mitigation, Workload
-from aorta.runner.environ import merge_env
+from aorta.runner.environ import merge_env, with_seed
 from aorta.runner.models import RunRequest
 
 
@@ -23,7 +23,11 @@ class ResolvedRequest:
     workload: Workload
     mitigations: tuple[Mitigation, ...]
     environment: Environment
-    env: dict[str, str]
+    env: dict[str, str]  # the cell's variables: mitigations, then extra_env
+
+    def trial_env(self, trial_id: int) -> dict[str, str]:
+        """The variables of trial `trial_id`: its seed variables, then the cell's (`with_seed`)."""
+        return with_seed(self.env, self.request.trial_seed(trial_id))
 
     @property
     def needs_fresh_process(self) -> bool:

@@ -2,24 +2,47 @@
 
 A mitigation that removes a numeric failure often also slows execution, and a slower run may
 merely avoid the race or timing window that caused the failure. So each cell's step time is
-compared with the baseline cell's, and its failure count with the baseline's. The spec's labels
-are kept, but each one now needs evidence (issue 12: a `0/4 vs 2/4` cell must not read "trust
-this cell"):
+compared with the baseline cell's, and its failure count with the baseline's, and the label says
+what each comparison shows (issue 12: a `0/4 vs 2/4` cell must not read "trust this cell"; issue
+22: a matrix is many tests, a baseline that never failed cannot show a cure, and a label shows
+every open question, not only the first).
 
-Labels, first matching rule wins:
+Rules, first matching rule wins; one early return each in `classify`:
 
 - `error`: the whole cell failed (its row is kept so the matrix is complete);
+- `not independent: <why>`: the cell's trials, or the baseline's, are copies of one run
+  (`aorta.triage.independence`), e.g. `not independent: fails identically in every trial
+  (deterministic)`; no failure-rate verdict can be drawn from copies;
 - `(baseline)`: the baseline cell;
-- `n/a`: no step-time ratio to judge by (baseline or cell without step times);
-- `speed (+N%)`: the ratio's bootstrap interval lies entirely above the threshold;
+- `n/a`: nothing to judge by (no failure-rate comparison: e.g. the baseline errored);
+- otherwise a label of up to two parts, `<speed>; <failures>`.
+
+The speed part, from the step-time ratio to the baseline and its bootstrap interval, is left out
+when the step times raise no question:
+
+- `speed (+N%)`: the interval lies entirely above the threshold;
 - `speed? (+N%, 95% CI a-b)`: the interval straddles the threshold (a slowdown past it is
   possible, not shown) and it matters: the point is past it or the failure rate changed;
   `speed? (+N%, no CI)` when the point is past it and there is no interval;
 - `faster (-N%)`: the interval lies entirely below 1 / threshold;
-- `—`: speed within the threshold, failure rate dropped significantly (Fisher p < alpha);
-- `inconclusive (p=..., ~N trials per cell needed)`: it dropped, not significantly;
-- `fails more (p=...)`: the failure rate rose significantly;
-- `no effect`: speed within the threshold and the failure rate did not drop.
+- `speed n/a`: no step-time ratio (a side recorded no step times).
+
+The failures part compares failure counts by a two-sided Fisher exact test whose p-value is
+Holm-adjusted across the matrix's non-baseline cells (`stats.holm_adjust`), so `alpha` is the
+family-wise level: it bounds the chance that *any* cell of a matrix falsely claims a significant
+drop (`—`, `drop significant`) or rise (`fails more`):
+
+- `—` (alone) / `drop significant (p=...)` (after a speed part): the failure rate dropped and
+  the adjusted p < alpha; alone it means "trust this cell";
+- `fails more (p=...)`: the failure rate rose and the adjusted p < alpha;
+- `no failure to cure`: the baseline had no failure, so no cell can show a cure;
+- `no effect`: the data rule out a cure: the upper end of the interval (at the matrix's
+  confidence) of the drop in failure rate, baseline minus cell (`stats.rate_difference_interval`),
+  is below `smallest_cure` (default half) of the baseline's failure rate;
+- `inconclusive (p=..., ~N trials per cell needed)` (alone) / `drop inconclusive (...)` (after a
+  speed part): neither shown nor ruled out; N trials per cell would detect, at 80 % power and
+  the Bonferroni level alpha / cells, a drop of the observed size or of `smallest_cure`, whichever
+  is larger (`matrix`).
 
 The ratio and its interval are computed from the same quantity, the trials' mean step times
 (`matrix`): a point ratio from pooled steps could disagree with an interval from trial means.
@@ -36,9 +59,12 @@ __all__ = [
     "BASELINE",
     "DEFAULT_ALPHA",
     "DEFAULT_CONFOUND_THRESHOLD",
+    "DEFAULT_SMALLEST_CURE",
     "ERROR",
     "NOT_AVAILABLE",
+    "NOT_INDEPENDENT",
     "NO_EFFECT",
+    "NO_FAILURE_TO_CURE",
     "TRUSTED",
     "Evidence",
     "alpha_problem",
@@ -50,12 +76,17 @@ __all__ = [
 BASELINE = "(baseline)"
 TRUSTED = "\u2014"  # em dash: the failure rate dropped significantly, without a speed cost
 NO_EFFECT = "no effect"
+NO_FAILURE_TO_CURE = "no failure to cure"  # the baseline never failed
 ERROR = "error"
-NOT_AVAILABLE = "n/a"  # no ratio to judge by
+NOT_AVAILABLE = "n/a"  # no failure-rate comparison to judge by
+NOT_INDEPENDENT = "not independent"  # the trials are copies of one run: no rate to judge by
 
 # The one home of the defaults; the recipe, flag mode, the CLI and re-analysis read them here.
 DEFAULT_CONFOUND_THRESHOLD = 1.15
 DEFAULT_ALPHA = 0.05
+# The smallest cure worth finding, as a fraction of the baseline's failure rate: `no effect`
+# needs the data to rule out a mitigation that removes half the baseline's failures.
+DEFAULT_SMALLEST_CURE = 0.5
 
 
 def threshold_problem(value: object) -> str | None:
@@ -106,13 +137,18 @@ class Evidence:
     confidence: float
     nan_rate: float | None
     baseline_nan_rate: float | None
-    fisher_p: float | None
-    trials_needed: int | None  # per cell, to detect the observed rate difference at alpha
+    p_adjusted: float | None  # Fisher exact p, Holm-adjusted across the matrix's cells
+    drop_upper: float | None  # upper end of the interval of baseline rate minus cell rate
+    trials_needed: int | None  # per cell, to detect a cure worth finding (see module docstring)
+    # Why the cell's trials (or the baseline's) are not independent samples (copies of one
+    # run, `aorta.triage.independence`); None: they are.
+    not_independent: str | None = None
 
 
 def _speed(evidence: Evidence, threshold: float) -> str | None:
     ratio, ci = evidence.ratio, evidence.ratio_ci
-    assert ratio is not None  # checked by the caller
+    if ratio is None or not math.isfinite(ratio):
+        return "speed n/a"
     if ci is None:
         return f"speed? ({_percent(ratio):+d}%, no CI)" if ratio > threshold else None
     low, high = ci
@@ -127,34 +163,51 @@ def _speed(evidence: Evidence, threshold: float) -> str | None:
     return None
 
 
-def classify(  # noqa: PLR0911 - one return per row of the rule table reads best
+@dataclass(frozen=True)
+class _Failures:
+    """What the failure counts say, worded alone and after a speed part."""
+
+    alone: str
+    after_speed: str
+
+
+def _failures(evidence: Evidence, alpha: float, smallest_cure: float) -> _Failures | None:
+    rate, base, p = evidence.nan_rate, evidence.baseline_nan_rate, evidence.p_adjusted
+    if rate is None or base is None or p is None:
+        return None
+    if rate < base and p < alpha:
+        # Alone, the em dash means "trust it"; beside a speed question it cannot.
+        return _Failures(TRUSTED, f"drop significant ({_p(p)})")
+    if rate > base and p < alpha:
+        return _Failures(f"fails more ({_p(p)})", f"fails more ({_p(p)})")
+    if base == 0.0:
+        return _Failures(NO_FAILURE_TO_CURE, NO_FAILURE_TO_CURE)
+    if evidence.drop_upper is not None and evidence.drop_upper < smallest_cure * base:
+        return _Failures(NO_EFFECT, NO_EFFECT)
+    needed = f", ~{evidence.trials_needed} trials per cell needed" if evidence.trials_needed else ""
+    return _Failures(f"inconclusive ({_p(p)}{needed})", f"drop inconclusive ({_p(p)}{needed})")
+
+
+def classify(
     *,
     is_baseline: bool,
     error: str | None,
     evidence: Evidence,
     threshold: float,
     alpha: float,
+    smallest_cure: float = DEFAULT_SMALLEST_CURE,
 ) -> str:
-    """The Confound label of one cell (the rule table in the module docstring)."""
+    """The Confound label of one cell (the rules in the module docstring, in their order)."""
     if error is not None:
         return ERROR
+    if evidence.not_independent is not None:
+        return f"{NOT_INDEPENDENT}: {evidence.not_independent}"
     if is_baseline:
         return BASELINE
-    if evidence.ratio is None or not math.isfinite(evidence.ratio):
+    failures = _failures(evidence, alpha, smallest_cure)
+    if failures is None:
         return NOT_AVAILABLE
     speed = _speed(evidence, threshold)
-    if speed is not None:
-        return speed
-    rate, base, p = evidence.nan_rate, evidence.baseline_nan_rate, evidence.fisher_p
-    if rate is None or base is None or p is None:
-        return NOT_AVAILABLE
-    if rate < base:
-        if p < alpha:
-            return TRUSTED
-        needed = (
-            f", ~{evidence.trials_needed} trials per cell needed" if evidence.trials_needed else ""
-        )
-        return f"inconclusive ({_p(p)}{needed})"
-    if rate > base and p < alpha:
-        return f"fails more ({_p(p)})"
-    return NO_EFFECT
+    if speed is None:
+        return failures.alone
+    return f"{speed}; {failures.after_speed}"

@@ -18,13 +18,18 @@ Aggregation choices the spec leaves open, made here:
   Percentiles use numpy's default linear interpolation.
 - `nan_rate = failed_count / (passed_count + failed_count)` (measured trials, so one failing
   trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
+- Trials that are copies of one run (identical loss traces or logs) are not independent
+  samples (`aorta.triage.independence`): counted once in the failure-rate interval and the
+  Fisher test, and a cell of nothing but copies gets neither.
 - A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
   there is nothing to judge it by, and `error` keeps its row in the matrix.
-- `mean_step_time_ms` is the mean of the measured trials' mean step times, and
-  `step_time_ratio` is that mean, cell over baseline: the same quantity the bootstrap interval
-  resamples (a ratio of pooled steps could disagree with it when trials differ in length).
-  The baseline's own ratio is 1.0. It is None (rendered `n/a`) when the baseline errored or
-  recorded no step times, or when the cell itself errored or recorded none.
+- `mean_step_time_ms` is the mean of the measured trials' mean step times. `step_time_ratio`
+  compares the same work: each trial's mean over the step window both cells reached
+  (`aorta.triage.window`; recorded per row as `step_window`), the mean of those, cell over
+  baseline: the same quantity the bootstrap interval resamples (a ratio of pooled steps could
+  disagree with it when trials differ in length). The baseline's own ratio is 1.0. It is None
+  (rendered `n/a`) when the baseline errored or recorded no step times, or when the cell
+  itself errored or recorded none.
 - The bootstrap interval of the ratio resamples per-trial mean step times, not individual steps:
   trials are the independent units (steps within one trial are correlated), so resampling steps
   would report a falsely narrow interval. Every cell uses the same seed, so adding or reordering
@@ -39,16 +44,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aorta.runner.host import TrialHost
+from aorta.runner.host_load import HostLoad
 from aorta.runner.models import Outcome, TrialResult
-from aorta.triage import confound, stats
+from aorta.triage import confound, independence, stats, window
 from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
 from aorta.triage.hardware import NodeSteps, hardware_findings, node_breakdown
+from aorta.triage.independence import Independence
 from aorta.triage.observed import (
     ObservedSettings,
     compared_settings,
     observed_differences,
     observed_settings,
 )
+from aorta.triage.read_warnings import cell_read_warnings, trial_read_warnings
+from aorta.triage.step_sources import cell_sources, load_warnings, source_warnings, time_source
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -80,8 +89,13 @@ class TrialSummary:
     env_applied: Mapping[str, str] = field(default_factory=dict)
     execution: str = "in_process"  # in_process / child_process
     step_clock: str | None = None  # what its step times measure; None: not declared
+    # Where its step times came from (`step_sources.time_source`), the host's load meanwhile.
+    time_source: str | None = None
+    host_load: HostLoad | None = None
     outcome: Outcome = "passed"
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
+    read_warnings: tuple[str, ...] = ()  # what reading its log could not vouch for
+    warmup_steps: int = 0  # steps before `step_times_ms` began (left out as warm-up)
 
     @property
     def measured(self) -> bool:
@@ -134,6 +148,9 @@ class CellStats:
     # `{kernel: fingerprint}` over the measured trials (`fingerprints.cell_fingerprints`);
     # None when no trial recorded any (the recipe did not ask for them).
     kernel_fingerprints: Mapping[str, str] | None = None
+    # Which measured trials are copies of one run (`aorta.triage.independence`); None: an
+    # errored cell (nothing was judged).
+    independence: Independence | None = None
 
     @property
     def measured_count(self) -> int:
@@ -161,6 +178,7 @@ class CellStats:
         data = self._stats_dict()
         if self.kernel_fingerprints is not None:  # only runs that asked for them carry the key
             data["kernel_fingerprints"] = dict(self.kernel_fingerprints)
+        data["independence"] = None if self.independence is None else self.independence.to_dict()
         return data
 
     def _stats_dict(self) -> dict[str, Any]:
@@ -186,6 +204,7 @@ class CellStats:
             ],
             "step_time_by_node": [n.to_dict() for n in self.step_time_by_node],
             "failures": list(self.failures),
+            "time_sources": list(cell_sources(self)),
             "trials": [
                 {
                     "trial_id": t.trial_id,
@@ -201,6 +220,8 @@ class CellStats:
                     "step_clock": t.step_clock,
                     "step_times_ms": [_json_float(s) for s in t.step_times_ms],
                     "host": None if t.host is None else t.host.to_dict(),
+                    "time_source": t.time_source,
+                    "host_load": None if t.host_load is None else t.host_load.to_dict(),
                 }
                 for t in self.trials
             ],
@@ -225,6 +246,11 @@ def _failure_reason(result: TrialResult) -> str:
 
 def _error_reason(result: TrialResult) -> str:
     return f"trial {result.trial_id}: {result.failure or 'error (no reason recorded)'}"
+
+
+# The error of a cell an interrupted run never reached: it did not fail, it did not run.
+NOT_RUN = "not run: the run was interrupted before this cell"
+_NOT_RUN_TEXT = "was not run (the run was interrupted before it)"
 
 
 def error_cell(name: str, reason: str, *, trials_requested: int = 0) -> CellStats:
@@ -283,8 +309,12 @@ def aggregate_cell(
             env_applied=dict(r.env_applied),
             execution=r.execution,
             step_clock=r.step_clock,
+            time_source=time_source(r),
+            host_load=r.host_load,
             outcome=r.outcome,
             host=r.host,
+            read_warnings=trial_read_warnings(r.command),
+            warmup_steps=r.warmup_steps,
         )
         for r in ordered
     )
@@ -320,6 +350,7 @@ def aggregate_cell(
         error_count=len(errors),
         errors=errors,
         kernel_fingerprints=cell_fingerprints(r.kernel_fingerprints for r in measured),
+        independence=independence.judge(measured) if measured else None,
     )
 
 
@@ -332,13 +363,21 @@ class MatrixRow:
     step_time_ratio: float | None
     confound: str
     nan_rate_ci: tuple[float, float] | None
-    fisher_p: float | None
+    fisher_p: float | None  # raw two-sided Fisher exact p (`p_value` in matrix.json)
     step_time_ratio_ci: tuple[float, float] | None
     # Observed settings that differ from the baseline's: () = no observable effect, None = not
     # comparable (baseline row, errored cell, or a side that recorded no settings).
     observed_differences: tuple[str, ...] | None = None
     # Kernels whose fingerprint differs from the baseline cell's; None: nothing to compare.
     kernels_changed: tuple[str, ...] | None = None
+    # False when the cell's (or the baseline's) trials are copies of one run: no p-value then.
+    independent: bool = True
+    # The steps the ratio compares, [first, last] in the cell's numbering (`window`).
+    step_window: tuple[int, int] | None = None
+    # `fisher_p` Holm-adjusted across the matrix's compared cells: what the labels use.
+    p_adjusted: float | None = None
+    # Interval of the baseline's failure rate minus this cell's (`stats.rate_difference_interval`).
+    failure_drop_ci: tuple[float, float] | None = None
 
     @property
     def name(self) -> str:
@@ -346,8 +385,11 @@ class MatrixRow:
         return self.stats.name
 
     def significant(self, alpha: float) -> bool:
-        """Whether the cell's failure count differs from the baseline's at level `alpha`."""
-        return self.fisher_p is not None and self.fisher_p < alpha
+        """Whether the cell's failure count differs from the baseline's at family-wise `alpha`.
+
+        Judged by the Holm-adjusted p-value, as the labels are.
+        """
+        return self.p_adjusted is not None and self.p_adjusted < alpha
 
     def to_dict(self, alpha: float) -> dict[str, Any]:
         """Strict-JSON-ready dict: the cell's stats plus ratio, confound and evidence."""
@@ -358,12 +400,16 @@ class MatrixRow:
                 "step_time_ratio": _json_float(self.step_time_ratio),
                 "confound": self.confound,
                 "nan_rate_ci": _json_interval(self.nan_rate_ci),
-                "fisher_p": _json_float(self.fisher_p),
+                "p_value": _json_float(self.fisher_p),
+                "p_adjusted": _json_float(self.p_adjusted),
                 "significant": self.significant(alpha),
+                "failure_drop_ci": _json_interval(self.failure_drop_ci),
                 "step_time_ratio_ci": _json_interval(self.step_time_ratio_ci),
                 "observed_differences": (
                     None if self.observed_differences is None else list(self.observed_differences)
                 ),
+                "independent": self.independent,
+                "step_window": None if self.step_window is None else list(self.step_window),
             }
         )
         if self.kernels_changed is not None:
@@ -391,6 +437,8 @@ class Matrix:
     rows: tuple[MatrixRow, ...]
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # The drop `no effect` must rule out, as a fraction of the baseline's failure rate.
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE
 
     def row(self, name: str) -> MatrixRow:
         """The row of cell `name`; `KeyError` if there is none."""
@@ -412,37 +460,32 @@ class Matrix:
             "threshold": self.threshold,
             "confidence": self.confidence,
             "alpha": self.alpha,
+            "smallest_cure": self.smallest_cure,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "cells": [row.to_dict(self.alpha) for row in self.rows],
         }
 
 
-def _ratio(cell: CellStats, base: CellStats) -> float | None:
+def _step_window(cell: CellStats, base: CellStats) -> window.StepWindow | None:
+    """The steps both cells reached, with each measured trial's mean over them (`window`)."""
     if cell.error is not None or base.error is not None:
         return None
-    if cell.mean_step_time_ms is None or base.mean_step_time_ms is None:
-        return None
-    if base.mean_step_time_ms <= 0.0:
-        return None
-    return cell.mean_step_time_ms / base.mean_step_time_ms
 
+    def timed(stats: CellStats) -> list[window.TimedTrial]:
+        return [
+            window.TimedTrial(t.trial_id, t.warmup_steps, t.step_times_ms)
+            for t in stats.trials
+            if t.measured
+        ]
 
-def _clock_text(clock: str | None) -> str:
-    return clock if clock is not None else "undeclared"
+    return window.common_window(timed(cell), timed(base))
 
 
 def _consistency_warnings(cells: Sequence[CellStats]) -> list[str]:
     """Cells whose step times are not the same kind of measurement cannot be compared."""
     ran = [c for c in cells if c.error is None and c.trials]
-    found: list[str] = []
-    clocks = {c.name: sorted({_clock_text(t.step_clock) for t in c.trials}) for c in ran}
-    if len({clock for names in clocks.values() for clock in names}) > 1:
-        listed = "; ".join(f"{name}: {', '.join(kinds)}" for name, kinds in clocks.items())
-        found.append(
-            f"cells measured step time with different clocks ({listed}): their step-time "
-            "ratios compare different measurements"
-        )
+    found = source_warnings(ran)
     executions = {t.execution for c in ran for t in c.trials}
     if len(executions) > 1:
         found.append(
@@ -457,23 +500,80 @@ def executions(cells: Sequence[CellStats]) -> tuple[str, ...]:
     return tuple(sorted({t.execution for c in cells for t in c.trials}))
 
 
-def _paired_means(cell: CellStats, base: CellStats) -> tuple[list[float], list[float]]:
-    """Per-trial mean step times of the rounds (trial ids) both cells have one for."""
-    base_by_round = {t.trial_id: t.mean_step_time_ms for t in base.trials if t.measured}
-    cell_side: list[float] = []
-    base_side: list[float] = []
-    for trial in cell.trials:
-        base_mean = base_by_round.get(trial.trial_id)
-        if trial.measured and trial.mean_step_time_ms is not None and base_mean is not None:
-            cell_side.append(trial.mean_step_time_ms)
-            base_side.append(base_mean)
-    return cell_side, base_side
+def _evidence_counts(cell: CellStats) -> tuple[int, int]:
+    """(failed, measured) as the interval and the test count them: each set of copies once."""
+    return independence.evidence_counts(cell.independence, cell.failed_count, cell.measured_count)
 
 
-def _trials_needed(cell: CellStats, base: CellStats, alpha: float) -> int | None:
+def _not_independent(cell: CellStats, base: CellStats, *, is_baseline: bool) -> str | None:
+    """Why the cell's failure evidence is not independent (its label's text), or None."""
+    return independence.not_independent_reason(
+        cell.independence, base.independence, is_baseline=is_baseline
+    )
+
+
+def _nan_rate_ci(cell: CellStats, confidence: float) -> tuple[float, float] | None:
+    """The Wilson interval of the cell's failure rate; None for copies of one run (no sample)."""
+    if cell.error is not None or (cell.independence and cell.independence.all_copies):
+        return None
+    failed, measured = _evidence_counts(cell)
+    return stats.wilson_interval(failed, measured, confidence) if measured > 0 else None
+
+
+def _fisher_p(cell: CellStats, base: CellStats) -> float | None:
+    """The cell's two-sided Fisher p against the baseline; None when there is nothing to test.
+
+    Nothing to test: an errored side, no measured trial, or trials (the cell's or the
+    baseline's) that are copies of one run.
+    """
+    if cell.error is not None or base.error is not None:
+        return None
+    if _not_independent(cell, base, is_baseline=False) is not None:
+        return None
+    failed, measured = _evidence_counts(cell)
+    base_failed, base_measured = _evidence_counts(base)
+    if measured == 0 or base_measured == 0:
+        return None
+    return stats.fisher_p_value(failed, measured, base_failed, base_measured)
+
+
+def _trials_needed(
+    cell: CellStats, base: CellStats, alpha: float, smallest_cure: float
+) -> int | None:
+    """Trials per cell that would settle an open failure verdict (`confound` module docstring).
+
+    Sized for a drop from the baseline's rate by the observed drop or by the smallest cure
+    worth finding, whichever is larger: with that many trials such a drop shows at `alpha`
+    with 80 % power, and where there is none, the interval of the drop then rules out the
+    smallest cure with at least about that probability too (its half-width is smaller than
+    the drop the test is sized for).
+    """
     if cell.nan_rate is None or base.nan_rate is None:
         return None
-    return stats.trials_needed(base.nan_rate, cell.nan_rate, alpha=alpha, power=_SIZING_POWER)
+    drop = max(base.nan_rate - cell.nan_rate, smallest_cure * base.nan_rate)
+    return stats.trials_needed(
+        base.nan_rate, base.nan_rate - drop, alpha=alpha, power=_SIZING_POWER
+    )
+
+
+def _no_failure_warning(base: CellStats) -> list[str]:
+    """The banner for a baseline that ran and never failed: nothing for a cell to cure."""
+    if base.error is not None or base.measured_count == 0 or base.failed_count > 0:
+        return []
+    return [
+        f"Baseline did not reproduce the failure (0 of {base.measured_count} trials failed): "
+        "no cell can show a cure."
+    ]
+
+
+def _holm_note(family: int, alpha: float) -> list[str]:
+    if family < 2:
+        return []
+    return [
+        f"p-values are Holm-Bonferroni adjusted over the {family} cells compared with the "
+        f"baseline (`p_adjusted`; raw: `p_value`); labels use the adjusted value, alpha "
+        f"{alpha:g} family-wise"
+    ]
 
 
 def _pct(rate: float) -> str:
@@ -483,8 +583,11 @@ def _pct(rate: float) -> str:
 
 def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
     """Per-cell problems a reader must see (the baseline's own are reported separately)."""
+    if cell.error is not None and not is_baseline:
+        happened = _NOT_RUN_TEXT if cell.error == NOT_RUN else f"failed: {cell.error}"
+        return [f"cell {cell.name} {happened}"]
     if cell.error is not None:
-        return [] if is_baseline else [f"cell {cell.name} failed: {cell.error}"]
+        return []
     found: list[str] = []
     if cell.error_count:
         found.append(
@@ -497,17 +600,26 @@ def _cell_warnings(cell: CellStats, *, is_baseline: bool) -> list[str]:
         )
     if cell.mean_step_time_ms is None and not is_baseline:
         found.append(f"cell {cell.name} recorded no step times: its ratio is n/a")
+    found.extend(
+        cell_read_warnings(cell.name, ((t.trial_id, t.read_warnings) for t in cell.trials))
+    )
     return found
 
 
-def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> str | None:
+def _sizing_note(
+    rows: Sequence[MatrixRow], base: CellStats, alpha: float, sizing_alpha: float
+) -> str | None:
     """The "more trials needed" note, when no comparable cell differs significantly."""
-    if base.error is not None or base.nan_rate is None:
-        return None  # already a warning; there is no baseline rate to compare against
+    if base.error is not None or base.nan_rate is None or base.failed_count == 0:
+        # Already a warning: no baseline rate to compare against, or no failure to cure.
+        return None
     comparable = [
         r
         for r in rows
-        if not r.is_baseline and r.stats.error is None and r.stats.nan_rate is not None
+        if not r.is_baseline
+        and r.stats.error is None
+        and r.stats.nan_rate is not None
+        and r.independent
     ]
     if not comparable or any(r.significant(alpha) for r in comparable):
         return None
@@ -520,7 +632,7 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     widest = max(comparable, key=gap)  # first of equals: input order
     cell_rate = widest.stats.nan_rate
     assert cell_rate is not None
-    needed = stats.trials_needed(base_rate, cell_rate, alpha=alpha, power=_SIZING_POWER)
+    needed = stats.trials_needed(base_rate, cell_rate, alpha=sizing_alpha, power=_SIZING_POWER)
     if needed is None:
         return (
             f"no cell's failure rate differs from the baseline's ({_pct(base_rate)} of "
@@ -529,9 +641,49 @@ def _sizing_note(rows: Sequence[MatrixRow], base: CellStats, alpha: float) -> st
     return (
         f"more trials needed: {needed} trials per cell would detect a change from "
         f"{_pct(base_rate)} to {_pct(cell_rate)} (largest observed difference, cell "
-        f"{widest.name}; two-sided alpha {alpha:g}, {_SIZING_POWER:.0%} power); no cell differs "
-        f"significantly from the baseline (Fisher exact p >= {alpha:g})"
+        f"{widest.name}; two-sided alpha {sizing_alpha:.3g}, {_SIZING_POWER:.0%} power); no cell "
+        f"differs significantly from the baseline (Fisher exact p >= {alpha:g}, adjusted)"
     )
+
+
+def _check_arguments(
+    names: Sequence[str], baseline: str, threshold: float, alpha: float, smallest_cure: float
+) -> None:
+    """Raise `ValueError` for arguments `build_matrix` cannot judge with (caller bugs)."""
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
+    if baseline not in names:
+        raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
+    problem = confound.threshold_problem(threshold)
+    if problem:
+        raise ValueError(f"threshold: {problem}, got {threshold!r}")
+    problem = confound.alpha_problem(alpha)
+    if problem:
+        raise ValueError(f"alpha: {problem}, got {alpha!r}")
+    if not 0.0 < smallest_cure <= 1.0:
+        raise ValueError(f"smallest_cure: expected a fraction in (0, 1], got {smallest_cure!r}")
+
+
+def _matrix_warnings(cells: Sequence[CellStats], base: CellStats) -> tuple[list[str], list[str]]:
+    """(warnings, notes) about the whole matrix: its baseline, clocks, copies, hardware, load."""
+    warnings = _no_failure_warning(base)
+    if base.error == NOT_RUN:
+        warnings.append(f"baseline cell {base.name} {_NOT_RUN_TEXT}: ratios are n/a")
+    elif base.error is not None:
+        warnings.append(f"baseline cell {base.name} failed: ratios are n/a ({base.error})")
+    elif base.mean_step_time_ms is None:
+        warnings.append(f"baseline cell {base.name} recorded no step times: ratios are n/a")
+    warnings.extend(_consistency_warnings(cells))
+    warnings.extend(
+        independence.copies_warnings([(c.name, c.independence) for c in cells], base.name)
+    )
+    hardware_warnings, hardware_notes = hardware_findings(
+        {c.name: [t.host for t in c.trials if t.measured] for c in cells}
+    )
+    warnings.extend(hardware_warnings)
+    warnings.extend(load_warnings(cells))
+    return warnings, hardware_notes
 
 
 def build_matrix(
@@ -544,74 +696,62 @@ def build_matrix(
     bootstrap_resamples: int = 2000,
     seed: int = 0,
     paired: bool = False,
+    smallest_cure: float = confound.DEFAULT_SMALLEST_CURE,
 ) -> Matrix:
     """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
 
     Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
     (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
-    two-sided Fisher exact p-value of its failures vs the baseline's, and a bootstrap interval of
-    the ratio. With `paired` (the cells ran interleaved: trial k of every cell in round k) the
-    ratio and its interval are computed round by round over the rounds both cells ran
-    (`stats.paired_ratio`, `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their
-    rows. An errored (or timing-less) baseline never aborts:
-    ratios become None and a warning says so. Raises `ValueError` for duplicate cell names, an
-    unknown `baseline`, or an invalid `threshold` (`confound.threshold_problem`) — caller
-    bugs, not run outcomes.
+    two-sided Fisher exact p-value of its failures vs the baseline's, Holm-adjusted across the
+    compared cells (`stats.holm_adjust`; labels and `significant` use the adjusted value, so
+    `alpha` is family-wise), an interval of the drop in failure rate, and a bootstrap interval of
+    the ratio. `smallest_cure` (a fraction of the baseline's failure rate) is the drop that
+    `no effect` must rule out. A baseline that ran and never failed gets a warning first. With
+    `paired` (the cells ran interleaved: trial k of every cell in round k) the ratio and its
+    interval are computed round by round over the rounds both cells ran (`stats.paired_ratio`,
+    `stats.bootstrap_ratio_interval(paired=True)`). Errored cells keep their rows. An errored
+    (or timing-less) baseline never aborts: ratios become None and a warning says so. Raises
+    `ValueError` for duplicate cell names, an unknown `baseline`, or an invalid `threshold`
+    (`confound.threshold_problem`) — caller bugs, not run outcomes.
     """
     names = [c.name for c in cells]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
-    if baseline not in names:
-        raise ValueError(f"baseline cell {baseline!r} is not among the cells: {', '.join(names)}")
-    problem = confound.threshold_problem(threshold)
-    if problem:
-        raise ValueError(f"threshold: {problem}, got {threshold!r}")
-    problem = confound.alpha_problem(alpha)
-    if problem:
-        raise ValueError(f"alpha: {problem}, got {alpha!r}")
-
+    _check_arguments(names, baseline, threshold, alpha, smallest_cure)
     base = cells[names.index(baseline)]
-    warnings: list[str] = []
-    if base.error is not None:
-        warnings.append(f"baseline cell {baseline} failed: ratios are n/a ({base.error})")
-    elif base.mean_step_time_ms is None:
-        warnings.append(f"baseline cell {baseline} recorded no step times: ratios are n/a")
-    base_per_trial = base.per_trial_mean_step_time_ms
-    warnings.extend(_consistency_warnings(cells))
-    hardware_warnings, hardware_notes = hardware_findings(
-        {c.name: [t.host for t in c.trials if t.measured] for c in cells}
-    )
-    warnings.extend(hardware_warnings)
+    warnings, hardware_notes = _matrix_warnings(cells, base)
 
+    # A matrix is many tests: every compared cell's p first, then adjusted as one family.
+    p_values = [None if c.name == baseline else _fisher_p(c, base) for c in cells]
+    adjusted = stats.holm_adjust(p_values)
+    family = sum(p is not None for p in p_values)
+    sizing_alpha = alpha / max(1, family)  # Bonferroni: the level the most-tested cell faces
     rows: list[MatrixRow] = []
-    for cell in cells:
+    for cell, fisher_p, p_adjusted in zip(cells, p_values, adjusted, strict=True):
         is_base = cell.name == baseline
         warnings.extend(_cell_warnings(cell, is_baseline=is_base))
-        ratio = _ratio(cell, base)
-        pairs = _paired_means(cell, base) if paired and ratio is not None else None
+        steps = _step_window(cell, base)
+        ratio = window.window_ratio(steps)
+        pairs = window.paired_means(steps) if paired and steps is not None else None
         if pairs is not None:
             ratio = stats.paired_ratio(*pairs)
-        nan_ci = (
-            stats.wilson_interval(cell.failed_count, cell.measured_count, confidence)
-            if cell.error is None and cell.measured_count > 0
+        not_independent = _not_independent(cell, base, is_baseline=is_base)
+        nan_ci = _nan_rate_ci(cell, confidence)
+        drop_ci = (
+            stats.rate_difference_interval(
+                *_evidence_counts(base), *_evidence_counts(cell), confidence
+            )
+            if fisher_p is not None
             else None
         )
-        fisher_p: float | None = None
         ratio_ci: tuple[float, float] | None = None
-        if not is_base and cell.error is None and base.error is None:
-            if cell.measured_count > 0 and base.measured_count > 0:
-                fisher_p = stats.fisher_p_value(
-                    cell.failed_count, cell.measured_count, base.failed_count, base.measured_count
-                )
-            if ratio is not None:
-                ratio_ci = stats.bootstrap_ratio_interval(
-                    *(pairs or (cell.per_trial_mean_step_time_ms, base_per_trial)),
-                    paired=pairs is not None,
-                    confidence=confidence,
-                    resamples=bootstrap_resamples,
-                    seed=seed,
-                )
+        # `steps` is None when either cell errored.
+        if not is_base and steps is not None and ratio is not None:
+            ratio_ci = stats.bootstrap_ratio_interval(
+                *(pairs or (list(steps.cell_means.values()), list(steps.base_means.values()))),
+                paired=pairs is not None,
+                confidence=confidence,
+                resamples=bootstrap_resamples,
+                seed=seed,
+            )
         label = confound.classify(
             is_baseline=is_base,
             error=cell.error,
@@ -621,11 +761,14 @@ def build_matrix(
                 confidence=confidence,
                 nan_rate=cell.nan_rate,
                 baseline_nan_rate=base.nan_rate,
-                fisher_p=fisher_p,
-                trials_needed=_trials_needed(cell, base, alpha),
+                p_adjusted=p_adjusted,
+                drop_upper=None if drop_ci is None else drop_ci[1],
+                trials_needed=_trials_needed(cell, base, sizing_alpha, smallest_cure),
+                not_independent=not_independent,
             ),
             threshold=threshold,
             alpha=alpha,
+            smallest_cure=smallest_cure,
         )
         rows.append(
             MatrixRow(
@@ -640,11 +783,16 @@ def build_matrix(
                     None if is_base else observed_differences(cell.observed, base.observed)
                 ),
                 kernels_changed=kernels_changed(cell.kernel_fingerprints, base.kernel_fingerprints),
+                independent=not_independent is None,
+                step_window=None if steps is None else (steps.first, steps.last),
+                p_adjusted=p_adjusted,
+                failure_drop_ci=drop_ci,
             )
         )
 
-    note = _sizing_note(rows, base, alpha)
+    note = _sizing_note(rows, base, alpha, sizing_alpha)
     notes = [note] if note is not None else []
+    notes.extend(_holm_note(family, alpha))
     # A cell whose compiled kernels changed did act, whatever its observed settings say.
     notes.extend(
         _no_effect_note(row, base)
@@ -660,6 +808,7 @@ def build_matrix(
         rows=tuple(rows),
         warnings=tuple(warnings),
         notes=tuple(notes),
+        smallest_cure=smallest_cure,
     )
 
 

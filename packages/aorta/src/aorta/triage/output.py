@@ -20,7 +20,9 @@ reader-facing ones):
 - Trials is `failed / measured` (measured = passed + failed); errored trials follow in brackets
   (`3 / 7 (+1 error)`); when fewer trials ran than were requested it reads `1 / 6 of 8`.
 - p vs baseline is the two-sided Fisher exact p-value, three decimals, `<0.001` below that, `—`
-  where there is nothing to compare (the baseline row, errored cells, errored baseline).
+  where there is nothing to compare (the baseline row, errored cells, errored baseline); when
+  the Holm adjustment changed it, the adjusted value (the one the labels use) follows,
+  `0.077 (Holm 0.231)`.
 - Missing numbers read `n/a` (never `—`, which in the Confound column means "trust it").
 - Cells the recipe lists but that never ran (interrupted run) and that the matrix does not hold
   get a row labelled `not run`, so the table always shows the whole recipe.
@@ -45,6 +47,7 @@ from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
 
 __all__ = [
     "JSON_NAME",
@@ -108,14 +111,20 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
     (`2026-04-28T14:12:03Z`). Raises `ValueError` if the ticket or workload is not a safe
     directory name (the recipe loader already guarantees it; this guards other callers).
     """
+    run_dir = create_run_dir(
+        runs_parent(output_root, recipe), dir_stamp(now), root=Path(output_root)
+    )
+    return run_dir, iso_stamp(now)
+
+
+def runs_parent(output_root: Path, recipe: Recipe) -> Path:
+    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
     ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
     for what, name in (("ticket", ticket), ("workload", recipe.workload)):
         problem = safe_name_problem(name)
         if problem:
             raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    parent = Path(output_root) / ticket / recipe.workload
-    run_dir = create_run_dir(parent, dir_stamp(now), root=Path(output_root))
-    return run_dir, iso_stamp(now)
+    return Path(output_root) / ticket / recipe.workload
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:
@@ -183,8 +192,8 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
     """The content of `matrix.json`: strict JSON (`json.dumps(..., allow_nan=False)` accepts it).
 
     Top level: schema version, ticket, workload, recipe origin (path + sha256, or flags), run
-    timestamp, baseline and its mean step time, threshold / confidence / alpha, interruption
-    state, partial probe scopes, the matrix's warnings and notes. Per cell: everything
+    timestamp, baseline and its mean step time, threshold / confidence / alpha / smallest_cure,
+    interruption state, partial probe scopes, the matrix's warnings and notes. Per cell: everything
     `MatrixRow.to_dict` gives (counts, stats, raw step times, ratio, confound, evidence) plus
     the cell's mitigations, resolved env vars (`env`), `extra_env`, environment descriptor,
     effective trials/steps and the trial JSON paths relative to the run directory.
@@ -216,14 +225,21 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "threshold": matrix.threshold,
         "confidence": matrix.confidence,
         "alpha": matrix.alpha,
+        "smallest_cure": matrix.smallest_cure,
         "interrupted": report.interrupted,
         "cells_not_run": list(report.cells_not_run),
         "cells_in_progress": list(report.in_progress),
         "partial_scopes": list(report.partial_scopes),
+        "host_load": _host_load_json(matrix),
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
         "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
     }
+
+
+def _host_load_json(matrix: Matrix) -> dict[str, Any] | None:
+    found = load_range([row.stats for row in matrix.rows])
+    return None if found is None else found.to_dict()
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -288,6 +304,17 @@ def _p_text(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _p_column(row: MatrixRow) -> str:
+    """The raw p, and the Holm-adjusted one the label used when the adjustment changed it."""
+    if row.is_baseline:
+        return _NO_COMPARISON
+    text = _p_text(row.fisher_p)
+    adjusted = _p_text(row.p_adjusted)
+    if row.p_adjusted is not None and adjusted != text:
+        text += f" (Holm {adjusted})"
+    return text
+
+
 def _mitigations_text(cell: Cell | None) -> str:
     return ", ".join(cell.mitigations) if cell is not None else _MISSING
 
@@ -337,7 +364,7 @@ def _table_rows(report: MatrixReport) -> list[list[str]]:
                 _nan_rate_text(row),
                 _trials_text(row),
                 _ms_text(row.stats.mean_step_time_ms),
-                _p_text(None if row.is_baseline else row.fisher_p),
+                _p_column(row),
                 _label(row, report),
             ]
         )
@@ -456,7 +483,16 @@ def _header(report: MatrixReport) -> list[str]:
         f"**Order**: {_order_text(recipe)}",
         f"**Execution**: {_execution_text(report)}",
         *_hardware_line(report),
+        *_timing_lines(report),
     ]
+
+
+def _timing_lines(report: MatrixReport) -> list[str]:
+    """Where each cell's step times came from; the host's load when wall clocks timed them."""
+    cells = [row.stats for row in report.matrix.rows]
+    sources, load = sources_summary(cells), load_range(cells)
+    lines = [] if sources is None else [f"**Step times from**: {sources}"]
+    return lines + ([] if load is None else [f"**Host load during the run**: {load.text()}"])
 
 
 def _hardware_line(report: MatrixReport) -> list[str]:
@@ -500,24 +536,42 @@ def _notes(report: MatrixReport) -> list[str]:
         f"{confidence} Wilson interval in percent. Trials reads `failed / measured` (`of N` "
         "when fewer than N requested trials ran, `(+K errors)` for errored trials).",
         "p vs baseline is the two-sided Fisher exact p-value of the cell's failure count "
-        f"against the baseline's; below {matrix.alpha:g} the difference is unlikely to be "
-        "chance. `\u2014` means there is nothing to compare.",
-        "Confound labels say only what the evidence supports. Speed compares the mean of the "
+        "against the baseline's. A matrix is many tests, so the p-values are Holm-Bonferroni "
+        "adjusted across the cells compared with the baseline (in brackets where that changed "
+        f"them; matrix.json: `p_value`, `p_adjusted`); labels use the adjusted value, and alpha "
+        f"{matrix.alpha:g} bounds the chance that any cell of this matrix falsely reads "
+        "`\u2014` or `fails more`. `\u2014` in this column means there is nothing to compare.",
+        "Confound labels say only what the evidence supports, in up to two parts: what the "
+        "step times say, then what the failure counts say. Speed compares the mean of the "
         "trials' mean step times with the baseline's, with a "
-        f"{confidence} bootstrap interval over trials. `(baseline)`: the reference cell. "
-        f"`speed (+N%)`: the whole interval is more than {slower} slower than the baseline, so "
-        "the failure may only be dodged by slower iteration: check with a profiler (e.g. a "
-        "rocprofv3 kernel dispatch comparison) before believing it. `speed? (+N%, CI a-b)`: "
-        f"the interval straddles {matrix.threshold:g}x, so such a slowdown is possible but "
-        "not shown; run more trials. `faster (-N%)`: the whole interval is faster than the "
-        f"baseline by more than the threshold. `\u2014`: speed within {slower} and the failure "
-        f"rate dropped significantly (Fisher p < {matrix.alpha:g}): the mitigation can be "
-        "trusted. `inconclusive (p=..., ~N trials per cell needed)`: the rate dropped, but not "
-        "significantly; about N trials per cell would tell. `fails more (p=...)`: the rate "
-        "rose significantly. `no effect`: the rate did not drop and speed stayed within the "
-        "threshold (its env vars are probably not read). `error`: the whole cell failed or "
-        "all its trials errored; its row is kept. `n/a`: no step-time ratio to judge by. "
-        "`not run`: an interrupted run never reached the cell.",
+        f"{confidence} bootstrap interval over trials. `speed (+N%)`: the whole interval is "
+        f"more than {slower} slower than the baseline, so a lower failure rate may only come "
+        "from slower iteration: check with a profiler (e.g. a rocprofv3 kernel dispatch "
+        f"comparison) before believing it. `speed? (+N%, CI a-b)`: the interval straddles "
+        f"{matrix.threshold:g}x, so such a slowdown is possible but not shown; run more "
+        "trials. `faster (-N%)`: the whole interval is faster than the baseline by more than "
+        "the threshold. `speed n/a`: a side recorded no step times. No speed part: speed "
+        f"stayed within {slower}. Failure counts: `\u2014` (alone): the failure rate dropped "
+        f"significantly (adjusted p < {matrix.alpha:g}) at no speed cost: the mitigation can "
+        "be trusted; after a speed part it reads `drop significant (p=...)`. `fails more "
+        "(p=...)`: the rate rose significantly. `no failure to cure`: the baseline never "
+        "failed, so no cell can show a cure. `no effect`: the data rule out a cure: the upper "
+        f"end of the {confidence} interval of the drop in failure rate (baseline minus cell, "
+        f"Newcombe) is below {_cure_text(matrix)} the baseline's rate (its env vars are "
+        "probably not read). `inconclusive (p=..., ~N trials per cell needed)` (`drop "
+        "inconclusive` after a speed part): a cure is neither shown nor ruled out; about N "
+        "trials per cell would tell. `(baseline)`: the reference cell. `error`: the whole "
+        "cell failed or all its trials errored; its row is kept. `n/a`: no failure rate to "
+        "compare. `not run`: an interrupted run never reached the cell.",
+        "`not independent: ...`: the trials of the cell (or of the baseline) are copies of one "
+        "run: identical loss traces, or identical logs where no loss was read, so their "
+        "different seeds did not change the run; no failure rate, interval or p-value is drawn "
+        "from copies (the warning above names the cell; `fails identically in every trial "
+        "(deterministic)` when the copies failed). Copies among otherwise distinct trials count "
+        "once in the interval and the test.",
+        "Step-time ratios compare the same work: each trial's timed steps after warm-up up to "
+        "the shortest measured trial of the two cells (matrix.json: `step_window` per cell); "
+        "the Mean step column averages every timed step.",
         "Only the mean step time is shown; matrix.json holds std, p50, p99, the raw step "
         "times, the resolved env vars and the path of every trial JSON.",
         "recipe.resolved.yaml records the recipe as executed (registry names expanded); "
@@ -530,8 +584,16 @@ def _notes(report: MatrixReport) -> list[str]:
             "of them compiled); matrix.json names them. 0: no Triton kernel's compiled numerics "
             "changed; `n/a`: one side recorded no fingerprints."
         )
+    if sources_summary([row.stats for row in matrix.rows]) is not None:
+        bullets.append(SOURCES_NOTE)
     bullets.extend(_one_line(note) for note in matrix.notes)
     return [f"- {bullet}" for bullet in bullets]
+
+
+def _cure_text(matrix: Matrix) -> str:
+    # 0.5 -> "half of", other fractions in percent: the wording of the smallest cure.
+    fraction = matrix.smallest_cure
+    return "half of" if fraction == 0.5 else f"{fraction * 100:g}% of"
 
 
 def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> str:

@@ -68,7 +68,8 @@ def _finite(values: tuple[float, ...]) -> list[float]:
 
 
 def _label(row: MatrixRow) -> str:
-    return f"{row.name}\n{row.confound}"
+    # A two-part label (speed; failures) gets a line per part: one line would crowd the axis.
+    return "\n".join([row.name, *row.confound.split("; ")])
 
 
 def _legend_below(ax: Any) -> None:
@@ -161,7 +162,8 @@ def _draw_failures(ax: Any, rows: tuple[MatrixRow, ...], matrix: Matrix) -> None
             )
         else:
             ax.plot(rate, pos, "o", color=colour)
-        p = "" if row.fisher_p is None else f"  p={row.fisher_p:.2g}"
+        # The p the label judged by: Holm-adjusted across the matrix's cells.
+        p = "" if row.p_adjusted is None else f"  Holm p={row.p_adjusted:.2g}"
         # Near either edge, anchor the label inward so that it stays inside the axis.
         align = "left" if rate < 15 else "right" if rate > 85 else "center"
         ax.annotate(

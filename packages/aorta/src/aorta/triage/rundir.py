@@ -11,20 +11,22 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import create_run_dir
+from aorta.atomic import create_run_dir, write_text_atomic
 from aorta.errors import AortaUsageError
 from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
 from aorta.triage.inflight import busy_message
 from aorta.triage.matrix import CellStats, aggregate_cell
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
-from aorta.triage.recipe import Cell, Recipe, recipe_from_resolved
+from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_resolved
 from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
+from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"
@@ -36,8 +38,11 @@ def load_file(path: Path) -> Any:
     Read with the recipe loader's guards (regular files only, size, nesting, aliases): a run
     directory received from someone else is as untrusted as a recipe.
     """
+    return _parse_run_file(path, read_regular_file(str(path), path, what="run file"))
+
+
+def _parse_run_file(path: Path, raw: bytes) -> Any:
     label = f"{path}: cannot read it as a triage run file"
-    raw = read_regular_file(str(path), path, what="run file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -59,15 +64,43 @@ def load_run_recipe(
     run_dir: Path, *, threshold: float | None = None, alpha: float | None = None
 ) -> Recipe:
     """The recipe `run_dir` executed; `AortaUsageError` if `run_dir` is not a triage run."""
+    return read_run_recipe(run_dir, threshold=threshold, alpha=alpha)[0]
+
+
+def read_run_recipe(
+    run_dir: Path, *, threshold: float | None = None, alpha: float | None = None
+) -> tuple[Recipe, str]:
+    """`load_run_recipe`, with the SHA-256 of the very bytes the recipe was parsed from (what
+    `recipe.signature` checks: a file swapped after the read cannot pass for the one read)."""
     resolved = run_dir / RESOLVED_NAME
     if not resolved.is_file():
         raise AortaUsageError(f"{run_dir}: not a triage run directory (no {RESOLVED_NAME})")
+    raw = read_regular_file(str(resolved), resolved, what="run file")
     try:
-        return recipe_from_resolved(
-            load_file(resolved), label=str(resolved), threshold=threshold, alpha=alpha
+        recipe = recipe_from_resolved(
+            _parse_run_file(resolved, raw), label=str(resolved), threshold=threshold, alpha=alpha
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise AortaUsageError(f"{resolved}: not a {RESOLVED_NAME} aorta wrote: {exc}") from None
+    return recipe, recipe_digest(raw)
+
+
+def write_run_recipe(run_dir: Path, recipe: Recipe) -> None:
+    """Write `recipe.resolved.yaml` of a run being started, and sign it as this user's
+    (`recipe.signature`: the printed `--resume` then needs no `--trust-environments`)."""
+    text = dump_resolved_yaml(recipe)
+    write_text_atomic(run_dir / RESOLVED_NAME, text)
+    sign_run_recipe(run_dir, text.encode("utf-8"))
+
+
+def resume_command(run_dir: Path) -> str:
+    """The command that finishes `run_dir`, with `--trust-environments` only when the resume
+    would refuse without it (not this user's signed recipe, and something to vouch for)."""
+    from aorta.triage.recipe.trust import resume_needs_trust
+
+    recipe, digest = read_run_recipe(run_dir)
+    flag = " --trust-environments" if resume_needs_trust(recipe, run_dir, digest) else ""
+    return f"aorta triage run --resume {shlex.quote(str(run_dir))}{flag}"
 
 
 def previous_matrix(run_dir: Path) -> dict[str, Any]:

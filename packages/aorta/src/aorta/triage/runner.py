@@ -29,9 +29,10 @@ from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSessionLike, distributed_rank, open_trials, run_trials
 from aorta.timestamps import iso_stamp
 from aorta.triage.inflight import settle_trials_in_flight
-from aorta.triage.matrix import CellStats, error_cell
+from aorta.triage.matrix import NOT_RUN, CellStats, error_cell
 from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
-from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix, check_trust, dump_resolved_yaml
+from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix
+from aorta.triage.recipe.trust import check_run_trust
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
 from aorta.triage.rundir import (
     IMAGE_FILE,
@@ -39,18 +40,17 @@ from aorta.triage.rundir import (
     archive_matrix,
     cell_stats,
     image_digests,
-    load_run_recipe,
     partial_scopes,
     previous_matrix,
+    read_run_recipe,
     run_dir_lock,
     trials_on_disk,
+    write_run_recipe,
 )
 from aorta.triage.schedule import round_order
 
 # Injected by tests that need a specific probe outcome; the real probe by default.
 Probe = Callable[..., EnvSnapshot]
-
-NOT_RUN = "not run: the run was interrupted before this cell"
 
 
 @dataclass
@@ -363,7 +363,7 @@ def run_recipe(
     moment = now or datetime.now(UTC)
     if writer:
         run_dir, stamp = new_run_dir(output_root, recipe, moment)
-        write_text_atomic(run_dir / RESOLVED_NAME, dump_resolved_yaml(recipe))
+        write_run_recipe(run_dir, recipe)
     else:
         run_dir = output_root / f"_rank{rank}_writes_nothing"
         stamp = iso_stamp(moment)
@@ -409,11 +409,13 @@ def resume_run(
     on Ctrl-C (after writing the partial matrix).
     Everything read back is validated like a recipe; a run directory whose recipe would execute
     something this machine's registry does not vouch for (a venv interpreter, a docker image,
-    changed mitigation variables, `LD_PRELOAD`-like variables) raises `UntrustedRecipeError`
-    unless `trust_environments` is set.
+    changed mitigation variables, `LD_PRELOAD`-like variables, a command) raises
+    `UntrustedRecipeError` unless `trust_environments` is set, or this user started the run
+    from the recipe as it is now (`recipe.signature`).
     """
-    recipe = load_run_recipe(run_dir)
-    check_trust(recipe, label=str(run_dir / RESOLVED_NAME), trusted=trust_environments)
+    recipe, digest = read_run_recipe(run_dir)
+    label = str(run_dir / RESOLVED_NAME)
+    check_run_trust(recipe, run_dir, digest, label=label, trusted=trust_environments)
     rank, _ = distributed_rank()
     moment = now or datetime.now(UTC)
 

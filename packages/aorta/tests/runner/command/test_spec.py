@@ -39,14 +39,40 @@ def test_full_spec_round_trips_through_to_dict() -> None:
 
 def test_defaults() -> None:
     spec = parse_command_spec({"command": [PY, "-c", "pass"]})
-    assert (spec.hang_after, spec.timeout, spec.keep_logs, spec.clock) == (
+    assert (spec.hang_after, spec.timeout, spec.keep_logs, spec.step_time, spec.clock) == (
         None,
         None,
         "failed",
-        "none",
+        "auto",  # no settings: every known log format, decided per trial
+        "auto",
     )
     assert spec.warmup_for(40) == 3 and spec.warmup_for(10) == 2
-    assert parse_command_spec({"command": [PY], "step_marker": "^step"}).clock == "arrival"
+    assert parse_command_spec(spec.to_dict()) == spec
+    marker = parse_command_spec({"command": [PY], "step_marker": "^step"})
+    assert (marker.step_time, marker.clock) == (None, "arrival")
+    assert parse_command_spec(marker.to_dict()) == marker
+    # `step_time: null` turns the default off, and stays off through recipe.resolved.yaml.
+    off = parse_command_spec({"command": [PY], "step_time": None})
+    assert (off.step_time, off.clock) == (None, "none")
+    assert parse_command_spec(off.to_dict()) == off
+
+
+@pytest.mark.parametrize(
+    ("settings", "clock"),
+    [
+        ({"step_time": "jsonl"}, "log"),
+        ({"step_time": "jsonl", "clock": "log"}, "log"),
+        ({"step_time": "jsonl", "clock": "arrival"}, "arrival"),
+        ({"step_time": "megatron", "clock": "cpu"}, "cpu"),
+        ({"step_marker": "^step", "clock": "cpu"}, "cpu"),
+        ({"step_marker": "^step", "clock": "auto"}, "arrival"),
+    ],
+)
+def test_clock_key_picks_the_clock_and_round_trips(settings: dict[str, str], clock: str) -> None:
+    spec = parse_command_spec({"command": [PY], **settings})
+    assert spec.clock == clock
+    assert spec.to_dict()["clock"] == settings.get("clock", "auto")  # recipe.resolved.yaml
+    assert parse_command_spec(spec.to_dict()) == spec
 
 
 def test_render_argv_substitutes_placeholders() -> None:
@@ -92,6 +118,19 @@ def test_render_argv_substitutes_placeholders() -> None:
         ({"command": [PY], "warmup_steps": -1}, "warmup_steps: expected 'auto' or an integer"),
         ({"command": [PY], "cwd": "/no/such/dir"}, "workload.cwd: expected an existing directory"),
         ({"command": [PY], "hang": 5}, "workload.hang: unknown key"),
+        (
+            {"command": [PY], "step_time": "jsonl", "clock": "wall"},
+            "workload.clock: expected one of auto, log, arrival, cpu, got 'wall'",
+        ),
+        (
+            {"command": [PY], "step_marker": "^step", "clock": "log"},
+            "workload.clock: 'log' reads the step times the command prints: it needs step_time",
+        ),
+        # `step_time: null` turns the default `auto` step lines off: nothing to time.
+        (
+            {"command": [PY], "step_time": None, "clock": "cpu"},
+            "workload.clock: 'cpu' times step lines: it needs",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_key(data: dict[str, object], message: str) -> None:

@@ -194,3 +194,26 @@ def test_megatron_replay_oom_is_an_error(tmp_path: Path) -> None:
 def test_megatron_replay_hang(tmp_path: Path) -> None:
     out = run(tmp_path, [*REPLAY, "12", "--hang-at", "6"], step_time="megatron", hang_after=0.7)
     assert (out.outcome, out.stopped, out.last_step) == ("error", "hang", 5)
+
+
+def test_a_step_regex_that_never_matched_is_named_as_written_not_as_a_repr(
+    tmp_path: Path,
+) -> None:
+    regex = r"took (?P<time>[0-9.]+) ms"
+    out = run(tmp_path, [*BEHAVE, "steps", "2"], step_time={"regex": regex, "unit": "ms"})
+    assert out.outcome == "error"
+    assert out.reason == (
+        f"exited 0 but no output line matched step_time regex {regex!r} (unit ms): "
+        "no step was measured"
+    )
+
+
+def test_with_no_settings_a_clean_exit_without_step_lines_passes_and_says_so(
+    tmp_path: Path,
+) -> None:
+    out = run(tmp_path, [sys.executable, "-c", "print('training done')"])
+    assert (out.outcome, out.clock, out.step_format) == ("passed", "none", None)
+    assert len(out.warnings) == 1 and "no loss or grad-norm value was read" in out.warnings[0]
+    # The user's own failure pattern says what a failure looks like: no such warning.
+    mine = run(tmp_path / "mine", [sys.executable, "-c", "print('ok')"], failure_patterns=["BAD"])
+    assert mine.outcome == "passed" and mine.warnings == []

@@ -160,6 +160,16 @@ def plan_command(
     is_flag=True,
     help="Run the jobs on this machine without SLURM, one at a time, same logs and markers.",
 )
+@click.option(
+    "--attach",
+    is_flag=True,
+    help="If a session of this plan is still active, monitor it instead of submitting again.",
+)
+@click.option(
+    "--new-session",
+    is_flag=True,
+    help="Submit even if a session of this plan is still active (its jobs run twice).",
+)
 def submit_command(
     config: str,
     overrides: tuple[str, ...],
@@ -171,13 +181,19 @@ def submit_command(
     array_subset: str | None,
     chain: int,
     local: bool,
+    attach: bool,
+    new_session: bool,
 ) -> int:
     """Plan, then submit the scripts with sbatch and monitor the jobs.
 
     Prints the GPU-hours the plan requests and asks before submitting more than
     scheduler.confirm_above_hours (--yes: do not ask; no terminal: refused without --yes).
     With --dry-run: print every script and the exact sbatch commands; submit nothing.
+    While an earlier session of the same plan is active, submitting is refused unless
+    --attach (monitor that session) or --new-session (submit again).
     """
+    if attach and new_session:
+        raise click.UsageError("--attach and --new-session exclude each other")
     result, notes = _plan(config, overrides, config_dir, test_only)
     for note in notes:
         click.echo(note, err=True)
@@ -197,7 +213,13 @@ def submit_command(
     click.echo(f"plan {result.plan.plan_id} {cost.describe()}", err=True)
     if local:
         check_local(result.config, monitor=not no_monitor, dry_run=dry_run)
-    if not dry_run and not local:  # a local run spends no cluster time
+    if_active = "attach" if attach else "new" if new_session else "refuse"
+    attaching: list[Any] = []
+    if not dry_run and not local:  # refused (or attached) before the cost question
+        from oellm_autoexp import api
+
+        attaching = api.earlier_submission(result, array_subset=array_subset, if_active=if_active)
+    if not dry_run and not local and not attaching:  # a local run spends no cluster time
         confirm_cost(
             cost,
             result.config.get("scheduler", {}).get("confirm_above_hours"),
@@ -210,7 +232,12 @@ def submit_command(
         from oellm_autoexp.cli.monitor import run_submit
 
         return run_submit(
-            result, monitor=not no_monitor, array_subset=array_subset, chain=chain, local=local
+            result,
+            monitor=not no_monitor,
+            array_subset=array_subset,
+            chain=chain,
+            local=local,
+            if_active=if_active,
         )
     for script in result.plan.scripts:
         click.echo(f"# ---- {script.path}")
@@ -232,11 +259,14 @@ def submit_command(
 def _print_summary(result: PlanResult, *, show_all: bool) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     plan = result.plan
-    console = Console(highlight=False)
+    # Every value printed here comes from the config (sweep values, names, paths): data, never
+    # Rich markup, so `[dummy] training` prints as written and `[/]` cannot raise.
+    console = Console(highlight=False, markup=False)
     if not console.is_terminal:  # piped: no line-wrapping at 80 columns
-        console = Console(highlight=False, width=200)
+        console = Console(highlight=False, markup=False, width=200)
     arrays = sum(1 for s in plan.scripts if s.array_spec)
     console.print(
         f"plan {plan.plan_id}: {len(plan.jobs)} job(s) in {len(plan.scripts)} script(s) "
@@ -259,9 +289,8 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
             if link is not None and link.after is not None:
                 starts = f"{link.start} of {names.get(link.after, link.after)}"
             stage_cells = (link.stage if link else "-", starts)
-        table.add_row(
-            str(job.index), job.name, job.job_id, *stage_cells, job.script.name, task, params
-        )
+        cells = (str(job.index), job.name, job.job_id, *stage_cells, job.script.name, task, params)
+        table.add_row(*(Text(cell) for cell in cells))
     console.print(table)
     if len(jobs) < len(plan.jobs):
         console.print(f"... and {len(plan.jobs) - len(jobs)} more (--all lists every job)")

@@ -9,6 +9,7 @@ raised as `AutoexpError` and turned into one line + exit code by `cli.main`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,17 @@ def _client() -> Any:
     return RealSlurmClient()
 
 
+# `status` asks SLURM once, without the monitor's retries: it is a question at the terminal.
+STATUS_QUERY_TIMEOUT_S = 15.0
+
+
+def _status_client() -> Any:
+    from oellm_autoexp.slurm.commands import RetryPolicy
+    from oellm_autoexp.slurm.real import RealSlurmClient
+
+    return RealSlurmClient(retry=RetryPolicy(attempts=1, timeout_s=STATUS_QUERY_TIMEOUT_S))
+
+
 class ClickReporter:
     """The library's reporter for the terminal: info on stdout, warnings on stderr."""
 
@@ -86,10 +98,13 @@ def run_submit(
     array_subset: str | None = None,
     chain: int = 1,
     local: bool = False,
+    if_active: str = "refuse",
 ) -> int:
     """Submit a written plan for real (what `submit` without --dry-run does); exit code.
 
-    `local`: run the jobs here instead (`LocalClient`), polling at least every second.
+    `local`: run the jobs here instead (`LocalClient`), polling at least every second; an
+    earlier local session's processes died with its command, so it is never attached to.
+    `if_active`: what to do when an earlier session of the plan is active (`api.submit`).
     """
     from oellm_autoexp import api
 
@@ -113,12 +128,13 @@ def run_submit(
             sleep=sleep,
             array_subset=array_subset,
             chain=chain,
+            if_active="new" if local else if_active,
         )
     finally:
         if local:  # an interrupted local run leaves no orphans
             client.close()
     session = submitted.session
-    if not submitted.complete:
+    if not submitted.complete and not submitted.attached:
         # SLURM did not answer (sbatch timed out and squeue could not tell whether it queued):
         # the intents are on disk and the next monitor resolves them, never submitting twice.
         return EXIT_RUN_FAILED
@@ -254,6 +270,11 @@ def _monitor_standalone(spec: MonitorFile, *, once: bool) -> int:
 @click.option(
     "--job", "job_name", default=None, help="Also ask SLURM (scontrol show job) about this job."
 )
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Show the recorded SLURM states only; do not ask squeue/sacct.",
+)
 @_state_dir_option
 def status_command(
     config: str | None,
@@ -261,9 +282,15 @@ def status_command(
     config_option: str | None,
     session_id: str | None,
     job_name: str | None,
+    offline: bool,
     state_dir: Path | None,
 ) -> int:
-    """Table of every job of every session (as last recorded by a monitor)."""
+    """Table of every job of every session, as recorded by the monitor.
+
+    The SLURM state of each job not recorded as ended is asked from SLURM (one squeue, and sacct
+    where accounting exists), so a job that ended or was cancelled while no monitor ran shows
+    what SLURM says now; --offline shows the records alone.
+    """
     if config is not None and config_option is not None:
         raise AutoexpUsageError("give the config once: as CONFIG or as --config")
     config = config or config_option
@@ -288,7 +315,13 @@ def status_command(
         if session_id
         else store.load_readable(ids, lambda exc: click.echo(f"skipping: {exc}", err=True))
     )
-    _print_status(api.status(store, session_ids=[s.session_id for s in sessions]))
+    rows = api.status(
+        store,
+        session_ids=[s.session_id for s in sessions],
+        reporter=ClickReporter(),
+        client=None if offline else _status_client(),
+    )
+    _print_status(rows)
     for session in sessions:  # where each session's plan came from
         record = provenance_path(session.plan)
         if record is not None:
@@ -340,6 +373,7 @@ def _print_job_details(sessions: Sequence[Session], job_name: str) -> None:
 def _print_status(rows: Sequence[JobStatus]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(highlight=False)
     if not console.is_terminal:
@@ -352,16 +386,20 @@ def _print_status(rows: Sequence[JobStatus]) -> None:
     for row in rows:
         restarts = ",".join(f"{m}={n}" for m, n in sorted(row.restarts.items())) or "0"
         outcome = f"{row.outcome_mode}/{row.outcome_error_type or '-'}" if row.outcome_mode else ""
-        table.add_row(
+        slurm_state = row.slurm_state or "-"
+        if row.slurm_state_source == "gone":
+            slurm_state = f"gone (last seen {slurm_state})"
+        cells = (
             row.session_id,
             row.name,
             *((row.stage or "-",) if staged else ()),
             row.slurm_id or "-",
             row.state,
-            row.slurm_state or "-",
+            slurm_state,
             restarts,
             outcome,
         )
+        table.add_row(*(Text(cell) for cell in cells))  # values are data, never Rich markup
     console.print(table)
 
 
@@ -405,7 +443,7 @@ def cleanup_command(
                 continue
             if cancel and live:
                 _client().cancel(live)
-                session.mark_cancelled(live, "cancelled by cleanup")
+                session.mark_cancelled(live, "cancelled by cleanup", time.time())
                 store.save(session)
                 click.echo(f"session {sid}: cancelled {', '.join(live)}")
             if archive and logs:

@@ -2,13 +2,18 @@
 
 SLURM decides the broad outcome; log signals seen during the attempt refine it. CANCELLED,
 TIMEOUT, NODE_FAIL and PREEMPTED are facts about the job's treatment by SLURM, so their
-metadata stays SLURM's; FAILED (non-zero exit) takes the most specific error signal the log
-showed (oom before nccl before exception), else ``slurm_failure``.
+metadata stays SLURM's. Otherwise a signal with a `mode` classifies the attempt as that mode,
+whatever the exit code: a `success` signal counts as the completion marker; a `crash`,
+`timeout` or `stall` signal (the user's signals before the pre-registered ones, each list in
+its configured order: oom before nccl before exception) wins over exit 0 and over a generic
+non-zero exit. Without one, a non-zero exit is ``slurm_failure``, except the shell's own exit
+codes for a command line it could not run: 2 (``usage``) and 126/127 (``cannot_execute``), which
+no retry fixes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +46,36 @@ class Classification:
         return None if value is None else str(value)
 
 
-def _first_error(signals: Sequence[LogSignal]) -> LogSignal | None:
-    errors = [s for s in signals if s.mode == Mode.CRASH and s.error_type]
-    return errors[0] if errors else None
+# Exit codes that mean "the command line is wrong", not "the run failed": bash and most CLIs
+# exit 2 on a usage error, 126 when the program cannot execute, 127 when it is not found.
+PERMANENT_EXIT_CODES = {2: "usage", 126: "cannot_execute", 127: "cannot_execute"}
+# error_type of a signal that sets a mode but no error_type.
+_DEFAULT_ERROR_TYPE = {Mode.TIMEOUT: "timeout", Mode.STALL: "hang"}
+
+
+def succeeded(signals: Sequence[LogSignal]) -> bool:
+    """Whether one of the attempt's signals reports success (`mode: success`)."""
+    return any(s.mode == Mode.SUCCESS for s in signals)
+
+
+def _first_failure(signals: Sequence[LogSignal]) -> LogSignal | None:
+    """The signal that classifies a failed attempt: the first with a non-success mode."""
+    return next((s for s in signals if s.mode and s.mode != Mode.SUCCESS), None)
+
+
+def signal_classification(signal: LogSignal, base: Mapping[str, Any]) -> Classification:
+    """The attempt classified as `signal` says (its mode, default crash, and metadata)."""
+    mode = Mode(signal.mode or Mode.CRASH)
+    error_type = signal.error_type or _DEFAULT_ERROR_TYPE.get(mode) or signal.name
+    return Classification(
+        mode,
+        {
+            **base,
+            "error_type": error_type,
+            "subsystem": signal.subsystem or "job",
+            "signal_name": signal.name,
+        },
+    )
 
 
 def classify_end(  # noqa: PLR0911 (a decision table: one return per outcome)
@@ -55,13 +87,17 @@ def classify_end(  # noqa: PLR0911 (a decision table: one return per outcome)
 ) -> Classification:
     """Mode of a job SLURM no longer runs. `info` None: SLURM forgot the job (no sacct).
 
-    `signals` are those seen in this attempt's logs, most specific error first (the order of
-    the configured signal list). `completed_marker`: the termination string was seen;
-    `marker_required`: a termination criterion is configured, so exit 0 alone is not success.
+    `signals` are those seen in this attempt's logs, in the order they are preferred (see the
+    module doc). `completed_marker`: the termination string was seen; `marker_required`: a
+    termination criterion is configured, so exit 0 alone is not success.
     """
+    done = completed_marker or succeeded(signals)
+    failure = _first_failure(signals)
     if info is None:
-        if completed_marker:
+        if done:
             return Classification(Mode.SUCCESS, {"reason": "completion marker; job left squeue"})
+        if failure is not None:
+            return signal_classification(failure, {"reason": "job vanished from squeue"})
         return Classification(
             Mode.CRASH,
             {"error_type": "lost", "subsystem": "slurm", "reason": "job vanished from squeue"},
@@ -81,9 +117,16 @@ def classify_end(  # noqa: PLR0911 (a decision table: one return per outcome)
                 "reason": info.reason or "TimeLimit",
             },
         )
-    if completed_marker and info.state in {"COMPLETED", "CANCELLED"}:
+    if done and info.state in {"COMPLETED", "CANCELLED"}:
         # The run reported success; a cancel after that (e.g. by the user) loses nothing.
         return Classification(Mode.SUCCESS, base)
+    if info.state in _SLURM_CAUSED:
+        error_type, subsystem = _SLURM_CAUSED[info.state]
+        return Classification(
+            Mode.CRASH, {**base, "error_type": error_type, "subsystem": subsystem}
+        )
+    if failure is not None:
+        return signal_classification(failure, base)
     if info.state == "COMPLETED" and (info.exit_code in (0, None)):
         if marker_required:
             return Classification(
@@ -96,24 +139,19 @@ def classify_end(  # noqa: PLR0911 (a decision table: one return per outcome)
                 },
             )
         return Classification(Mode.SUCCESS, base)
-    if info.state in _SLURM_CAUSED:
-        error_type, subsystem = _SLURM_CAUSED[info.state]
-        return Classification(
-            Mode.CRASH, {**base, "error_type": error_type, "subsystem": subsystem}
-        )
-    signal = _first_error(signals)
-    if signal is not None:
+    if info.state == "OUT_OF_MEMORY":
+        return Classification(Mode.CRASH, {**base, "error_type": "oom", "subsystem": "slurm"})
+    permanent = PERMANENT_EXIT_CODES.get(info.exit_code or 0)
+    if permanent is not None and info.signal is None:
         return Classification(
             Mode.CRASH,
             {
                 **base,
-                "error_type": signal.error_type,
-                "subsystem": signal.subsystem or "job",
-                "signal_name": signal.name,
+                "error_type": permanent,
+                "subsystem": "job",
+                "reason": f"exit {info.exit_code}: the command line cannot run as written",
             },
         )
-    if info.state == "OUT_OF_MEMORY":
-        return Classification(Mode.CRASH, {**base, "error_type": "oom", "subsystem": "slurm"})
     return Classification(Mode.CRASH, {**base, "error_type": "slurm_failure", "subsystem": "slurm"})
 
 

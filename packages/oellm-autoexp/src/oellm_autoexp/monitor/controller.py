@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.errors import AutoexpError
-from oellm_autoexp.monitor.classify import Classification, classify_end, classify_stall
-from oellm_autoexp.monitor.log_signals import SignalHit, read_new_text
+from oellm_autoexp.monitor.classify import (
+    Classification,
+    classify_end,
+    classify_stall,
+    signal_classification,
+    succeeded,
+)
+from oellm_autoexp.monitor.log_signals import ON_MATCH_RESTART, SignalHit, read_new_text
 from oellm_autoexp.monitor.node_exclusions import (
     add_project_exclusions,
     load_project_exclusions,
@@ -168,6 +174,7 @@ class MonitorController:
         self._actions: list[Action] = []
         self._signal_hits = 0
         self._log_paths: dict[str, str] = {}  # SLURM id -> its resolved log path
+        self._resubmit_now = False  # an `on_match: restart` scheduled a restart in this poll
 
     # -- public API -----------------------------------------------------------------------
     @property
@@ -199,6 +206,9 @@ class MonitorController:
             self._relink_stages(now)
             report.submitted = self._submit_due(now)
             report.restarts_scheduled = self._observe(now, report)
+            if self._resubmit_now:  # `on_match: restart`: resubmitted in the poll that cancelled
+                self._resubmit_now = False
+                report.submitted += self._submit_due(now)
         except SlurmCommandError as exc:
             # No news is not bad news: job states stay as they were, the next poll retries.
             report.slurm_error = str(exc)
@@ -514,17 +524,20 @@ class MonitorController:
             else:
                 rt.touched = True
         if to_cancel:
-            # The stall decisions are on disk first: a resumed monitor must not mistake these
-            # cancellations for someone else's scancel.
+            # The stall and signal decisions are on disk first: a resumed monitor must not
+            # mistake these cancellations for someone else's scancel.
             self._save_dirty()
-            log.info("cancelling stalled jobs %s", ", ".join(to_cancel))
+            log.info(
+                "cancelling jobs %s (stalled, or on_match of a log signal)", ", ".join(to_cancel)
+            )
             self.client.cancel(to_cancel)
         return scheduled
 
     def _observe_log_only(self, rt: _Runtime, job: JobRecord, now: float) -> None:
         """A watched log without a SLURM job: pending until it appears, then by activity."""
         state, signals = job.state, len(job.signals)
-        if self._read_logs(rt, job, now):
+        marker, _acting = self._read_logs(rt, job, now)  # no SLURM job: nothing to cancel
+        if marker or (job.signals and succeeded(self._attempt_signals(rt, job))):
             job.outcome = Outcome("success", decision="completion marker")
             self._set_state(job, MonitorState.COMPLETED, "completion marker in the log")
         elif job.last_activity is not None:  # else the log does not exist yet
@@ -589,20 +602,27 @@ class MonitorController:
                 f" (reason {info.reason})" if info.reason not in ("", "None") else "",
             )
             job.slurm_state = info.state
-        marker = self._read_logs(rt, job, now)
-        if gone or (info is not None and info.terminal):
+        marker, acting = self._read_logs(rt, job, now)
+        ended = gone or (info is not None and info.terminal)
+        if acting is not None and not ended:
+            return self._act_on_signal(rt, job, acting, info, now, to_cancel)
+        if ended:
             config = rt.settings.config
-            if not marker and config.termination_cmd:
+            signals = self._attempt_signals(rt, job)
+            if not marker and config.termination_cmd and not succeeded(signals):
                 marker = termination_cmd_succeeds(config.termination_cmd, job)
             cls = classify_end(
                 info,
-                self._attempt_signals(rt, job),
+                signals,
                 completed_marker=marker,
                 marker_required=bool(config.termination_str or config.termination_cmd),
             )
             if info is not None and info.nodes:  # where it ran: flaky-node accounting
                 cls = Classification(cls.mode, {**cls.metadata, "nodes": info.nodes})
-            return self._finish_attempt(rt, job, cls, now)
+            forced = None
+            if acting is not None and acting.signal.on_match == ON_MATCH_RESTART:
+                forced = acting.signal.name
+            return self._finish_attempt(rt, job, cls, now, restart_on=forced)
         assert info is not None
         state = monitor_state_of(info.state)
         if state is MonitorState.RUNNING:
@@ -617,9 +637,41 @@ class MonitorController:
         self._set_state(job, state, info.state)
         return 0
 
+    def _act_on_signal(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        hit: SignalHit,
+        info: JobInfo | None,
+        now: float,
+        to_cancel: list[str],
+    ) -> int:
+        """`on_match: cancel|restart`: end the running attempt now, classified as the signal
+        says; the job is cancelled with this poll's other cancellations (one scancel)."""
+        assert job.job_id is not None
+        sig = hit.signal
+        to_cancel.append(job.job_id)
+        log.info(
+            "job %s (%s): cancelling at log signal %s (on_match %s)",
+            job.name,
+            job.job_id,
+            sig.name,
+            sig.on_match,
+        )
+        base: dict[str, Any] = {
+            "slurm_state": info.state if info is not None else job.slurm_state,
+            "reason": f"cancelled by the monitor at signal {sig.name} (on_match {sig.on_match})",
+            "line": hit.line.strip()[:200],
+        }
+        if info is not None and info.nodes:
+            base["nodes"] = info.nodes
+        cls = signal_classification(sig, base)
+        forced = sig.name if sig.on_match == ON_MATCH_RESTART else None
+        return self._finish_attempt(rt, job, cls, now, restart_on=forced)
+
     def _attempt_signals(self, rt: _Runtime, job: JobRecord) -> list[Any]:
         seen = set(job.signals)
-        return [sig for sig in rt.settings.signals if sig.name in seen]
+        return [sig for sig in rt.settings.ranked if sig.name in seen]
 
     def _watched_files(self, job: JobRecord) -> list[str]:
         # Plain strings, not Path objects: this runs for every job on every poll.
@@ -631,8 +683,12 @@ class MonitorController:
             self._log_paths[job.job_id] = log_path
         return [log_path, *job.output_paths]
 
-    def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> bool:
-        """Scan new log lines for signals, note file activity; True if the marker was seen."""
+    def _read_logs(self, rt: _Runtime, job: JobRecord, now: float) -> tuple[bool, SignalHit | None]:
+        """Scan new log lines for signals, note file activity.
+
+        Returns whether the completion marker was seen (in this attempt), and the first new
+        match of a signal whose `on_match` ends the attempt, if any.
+        """
         files = self._watched_files(job)
         log_size = -1
         marks = job.file_marks
@@ -654,7 +710,7 @@ class MonitorController:
             text, job.log_offset = read_new_text(files[0], job.log_offset, size=log_size)
         marker = "completed" in job.signals
         if not text:
-            return marker
+            return marker, None
         term = rt.settings.config.termination_str
         if term and term in text:
             if not marker:
@@ -674,9 +730,12 @@ class MonitorController:
                         )
                     )
             marker = True
+        acting = None
         for hit in rt.settings.signal_set.scan_text(text):
             self._on_signal(rt, job, hit, now)
-        return marker
+            if acting is None and hit.signal.acts:
+                acting = hit
+        return marker, acting
 
     def _on_signal(self, rt: _Runtime, job: JobRecord, hit: SignalHit, now: float) -> None:
         """Record one signal match: on the job, in the event log, as actions, its triage."""
@@ -685,12 +744,13 @@ class MonitorController:
         if sig.name not in job.signals:
             job.signals.append(sig.name)
         log.info(
-            "job %s (%s): signal %s (mode=%s, action=%s): %s",
+            "job %s (%s): signal %s (mode=%s, action=%s)%s: %s",
             job.name,
             job.job_id,
             sig.name,
             sig.mode,
             sig.action,
+            f" on_match {sig.on_match}" if sig.acts else "",
             hit.line.strip()[:200],
         )
         if sig.action or rt.settings.config.emit_events:
@@ -745,7 +805,20 @@ class MonitorController:
         )
 
     # -- decisions ------------------------------------------------------------------------
-    def _finish_attempt(self, rt: _Runtime, job: JobRecord, cls: Classification, now: float) -> int:
+    def _finish_attempt(
+        self,
+        rt: _Runtime,
+        job: JobRecord,
+        cls: Classification,
+        now: float,
+        *,
+        restart_on: str | None = None,
+    ) -> int:
+        """Record the ended attempt and decide: done, failed, or a restart (scheduled).
+
+        `restart_on`: the name of an `on_match: restart` signal the attempt logged; it restarts
+        the job at once, instead of the policy and its backoff, within `max_restarts`.
+        """
         job.attempts.append(
             Attempt(
                 job_id=str(job.job_id),
@@ -769,14 +842,18 @@ class MonitorController:
         attempt = job.restarts.get(mode, 0)
         total = sum(job.restarts.values())
         policy = policy_for(settings.policies, mode)
-        if policy is None:
-            action, reason, time_limit = "stop", f"no restart policy for mode {mode}", None
-        elif total >= settings.config.max_restarts:
+        decider = f"on_match of {restart_on}" if restart_on else type(policy).__name__
+        if total >= settings.config.max_restarts and (policy or restart_on):
             action, reason, time_limit = (
                 "stop",
                 f"global restart cap reached ({total}/{settings.config.max_restarts})",
                 None,
             )
+        elif restart_on is not None:
+            action, reason = "restart", f"log signal {restart_on} has on_match restart"
+            time_limit = None
+        elif policy is None:
+            action, reason, time_limit = "stop", f"no restart policy for mode {mode}", None
         else:
             decision = policy.decide(
                 RestartContext(
@@ -789,7 +866,7 @@ class MonitorController:
         log.info(
             "job %s: policy %s decided %s (reason: %s; attempt %d for %s, %d restarts total)",
             job.name,
-            type(policy).__name__ if policy else "none",
+            decider if (policy or restart_on) else "none",
             action,
             reason,
             attempt + 1,
@@ -806,7 +883,11 @@ class MonitorController:
         job.restarts[mode] = attempt + 1
         if time_limit:
             job.time_limit = time_limit
-        job.next_submit_at = now + settings.backoff(total)
+        if restart_on is not None:
+            job.next_submit_at = now
+            self._resubmit_now = True
+        else:
+            job.next_submit_at = now + settings.backoff(total)
         job.outcome = None
         self._set_state(job, MonitorState.PENDING, f"restart scheduled: {reason}")
         return 1

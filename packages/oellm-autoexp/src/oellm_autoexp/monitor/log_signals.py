@@ -3,8 +3,13 @@
 A signal can carry a restart `mode` and metadata (`error_type`, `subsystem`) that feed the
 classification, an `action` the controller collects for downstream tooling
 (`MonitorController.drain_actions()`), and/or a `triage` recipe template: a match starts an
-aorta triage of the job's own command (once per attempt). Logs are read incrementally from a
-saved byte offset, so a poll over 10,000 jobs reads only what was appended since the last poll.
+aorta triage of the job's own command (once per attempt). `on_match` says what the monitor does
+at the poll that sees the line: `record` it (classification only when the job ends), `cancel`
+the job (the attempt is classified with the signal's mode, the restart policy decides), or
+`restart` it (cancelled and resubmitted at once, within the monitor's `max_restarts`).
+
+Logs are read incrementally from a saved byte offset, so a poll over 10,000 jobs reads only
+what was appended since the last poll.
 
 Patterns come from shared configs and are matched against text jobs write, so they run on
 RE2 (`google-re2`), a linear-time engine: a catastrophic-backtracking pattern such as
@@ -29,6 +34,9 @@ from oellm_autoexp.errors import ConfigError
 # stall the monitor); the rest is read at the next poll.
 MAX_READ_BYTES = 1 << 20
 
+ON_MATCH_RECORD, ON_MATCH_CANCEL, ON_MATCH_RESTART = "record", "cancel", "restart"
+_ON_MATCH = (ON_MATCH_RECORD, ON_MATCH_CANCEL, ON_MATCH_RESTART)
+
 
 @dataclass(frozen=True)
 class LogSignal:
@@ -44,6 +52,12 @@ class LogSignal:
     # An aorta recipe template: a match starts a triage of the job's own command, once per
     # attempt (monitor.triage_recipe / triage_launch).
     triage: str | None = None
+    on_match: str = ON_MATCH_RECORD
+
+    @property
+    def acts(self) -> bool:
+        """Whether a match ends the running attempt (`on_match` cancel or restart)."""
+        return self.on_match != ON_MATCH_RECORD
 
     def matches(self, line: str) -> bool:
         """Whether `line` contains this signal."""
@@ -146,6 +160,12 @@ def parse_signals(
         if mode is not None and mode not in _VALID_MODES:
             raise ConfigError(
                 f"mode must be one of {sorted(_VALID_MODES)}, got {mode!r}", key=f"{where}.mode"
+            )
+        on_match = item.get("on_match", ON_MATCH_RECORD)
+        if on_match not in _ON_MATCH:
+            raise ConfigError(
+                f"on_match must be one of {', '.join(_ON_MATCH)}, got {on_match!r:.80}",
+                key=f"{where}.on_match",
             )
         if item.get("regex", True):
             try:

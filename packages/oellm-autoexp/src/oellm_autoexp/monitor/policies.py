@@ -118,9 +118,18 @@ class AlwaysRestartPolicy(_Policy):
         return Decision("restart", f"{context.mode}: restart with the same plan")
 
 
+# Classified from exit codes 2, 126 and 127 (monitor.classify): never retried unless a policy
+# lists them in `restart_on_error_types`.
+PERMANENT_ERROR_TYPES = frozenset({"usage", "cannot_execute"})
+
+
 @dataclass
 class SelectiveRestartPolicyConfig(RestartPolicyConfig):
-    """Restart depending on error_type and subsystem (exclusions win over inclusions)."""
+    """Restart depending on error_type and subsystem (exclusions win over inclusions).
+
+    The permanent error types (`usage`, `cannot_execute`: exit 2, 126, 127) stop unless
+    `restart_on_error_types` names them.
+    """
 
     modes: list[str] = field(default_factory=lambda: ["crash", "stall"])
     restart_on_error_types: list[str] = field(default_factory=list)
@@ -150,6 +159,12 @@ class SelectiveRestartPolicy(_Policy):
         subsystem = str(context.metadata.get("subsystem") or "")
         if error_type and error_type in cfg.exclude_error_types:
             return Decision("stop", f"error_type {error_type} is excluded from restarts")
+        if error_type in PERMANENT_ERROR_TYPES and error_type not in cfg.restart_on_error_types:
+            return Decision(
+                "stop",
+                f"error_type {error_type} (exit {context.metadata.get('exit_code')}) is "
+                "permanent: the same command line fails again",
+            )
         if error_type and error_type in cfg.restart_on_error_types:
             why = f"error_type {error_type} is restartable"
         elif subsystem and subsystem in cfg.restart_on_subsystems:

@@ -61,9 +61,14 @@ class MonitorSettings:
     signals: list[LogSignal]
     policies: list[Any]
     signal_set: SignalSet = field(init=False)
+    # The order classification prefers signals in: the user's (specific to this run) before
+    # the pre-registered ones, each list in its own order.
+    ranked: list[LogSignal] = field(init=False)
 
     def __post_init__(self) -> None:
         self.signal_set = SignalSet(self.signals)
+        defaults = [s for s in self.signals if s in DEFAULT_SIGNALS]
+        self.ranked = [s for s in self.signals if s not in DEFAULT_SIGNALS] + defaults
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before the next restart of a job that restarted `n` times."""

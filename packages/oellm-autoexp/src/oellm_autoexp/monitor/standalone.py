@@ -134,6 +134,13 @@ def parse_monitor_file(data: Mapping[str, Any], path: Path) -> MonitorFile:
                 key=f"monitoring.log_signals[{index}].triage",
                 file=path,
             )
+        if isinstance(signal, Mapping) and signal.get("on_match") == "restart":
+            raise ConfigError(
+                "a watched job has no script to resubmit; use on_match: cancel here, or restart "
+                "in an experiment config's monitoring",
+                key=f"monitoring.log_signals[{index}].on_match",
+                file=path,
+            )
     termination_cmd = monitoring.get("termination_cmd")
     if isinstance(termination_cmd, str):
         check_command_template(

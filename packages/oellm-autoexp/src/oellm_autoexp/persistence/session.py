@@ -299,12 +299,19 @@ class Session:
         """SLURM ids of the jobs that are queued or running."""
         return [j.job_id for j in self.jobs.values() if j.job_id and not j.finished]
 
-    def mark_cancelled(self, job_ids: Iterable[str], decision: str) -> None:
-        """Record the jobs with `job_ids` as failed by cancellation; the session as finished."""
+    def mark_cancelled(self, job_ids: Iterable[str], decision: str, now: float) -> None:
+        """Record the jobs with `job_ids` as cancelled (scancel was sent at `now`): each one's
+        attempt is kept with its SLURM id, the job failed, the session finished."""
         wanted = set(job_ids)
         for job in self.jobs.values():
             if job.job_id in wanted:
+                metadata = {"error_type": "cancelled", "subsystem": "user", "reason": decision}
+                job.attempts.append(
+                    Attempt(job.job_id, "CANCELLED", "crash", metadata, now, list(job.signals))
+                )
+                job.record_transition(now, job.state.value, MonitorState.FAILED.value, decision)
                 job.state, job.next_submit_at, job.job_id = MonitorState.FAILED, None, None
+                job.slurm_state = "CANCELLED"
                 job.outcome = Outcome("crash", "cancelled", decision)
         self.status = "finished"
 

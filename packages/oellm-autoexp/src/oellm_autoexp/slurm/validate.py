@@ -123,6 +123,35 @@ def sbatch_test_only(path: Path, *, submit_cmd: str = "sbatch") -> str:
         ) from None
     answer = (done.stderr or done.stdout).strip()
     if done.returncode != 0:
+        unreachable = no_controller(answer)
+        if unreachable is not None:
+            raise AutoexpRunError(
+                f"{path}: sbatch --test-only: no SLURM controller answered ({unreachable}); "
+                "the script was not checked by SLURM"
+            )
         first = answer.splitlines()[0] if answer else f"exit status {done.returncode}"
         raise AutoexpRunError(f"{path}: sbatch --test-only rejected the script: {first}")
     return answer
+
+
+# What SLURM's commands print when they reach no slurmctld (no slurm.conf, no DNS SRV record,
+# controller down or unreachable): the cluster's fault, not the script's.
+_NO_CONTROLLER = (
+    "Unable to contact slurm controller",
+    "Could not establish a configuration source",
+    "Unable to process configuration file",
+    "Unknown host",
+    "Connection refused",
+    "Socket timed out",
+    "Zero Bytes were transmitted or received",
+)
+
+
+def no_controller(answer: str) -> str | None:
+    """The line of a SLURM command's stderr that says no controller answered, if one does."""
+    lines = answer.splitlines()
+    for marker in _NO_CONTROLLER:
+        for line in lines:
+            if marker in line:
+                return line.strip()
+    return None

@@ -13,10 +13,14 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-# `loss: nan`, `lm loss: inf`, `"loss": NaN` (json), `'loss': nan` (Hugging Face dicts),
-# `train_loss=nan` (Lightning), `loss = -inf`, `"loss": null` (strict JSON writers); likewise
-# for the grad norm.
-_NONFINITE: Final = r"""["']?\s*[:=]\s*["']?[-+]?(?:nan|inf(?:inity)?|null)\b"""
+# What follows a loss or grad-norm key when its value is not finite: `loss: nan`, `lm loss: inf`,
+# `"loss": NaN` (json), `'loss': nan` (Hugging Face dicts), `train_loss=nan` (Lightning),
+# `loss = -inf`, `"loss": null` (strict JSON writers), `loss nan` (nanoGPT, fairseq's `| loss
+# nan |`), `loss: tensor(nan, device='cuda:0')`, `loss is nan`. `\b` after the value keeps
+# `info`, `nanoseconds` and `inference` out.
+_NONFINITE: Final = (
+    r"""["']?(?:\s*[:=]\s*|\s+(?:is\s+)?)["']?(?:tensor\(\[?)?[-+]?(?:nan|inf(?:inity)?|null)\b"""
+)
 
 
 @dataclass(frozen=True)
@@ -30,36 +34,61 @@ class ScanPattern:
 
     regex: re.Pattern[str]
     needles: tuple[str, ...] = ()
+    name: str | None = None  # what a match means, e.g. "non-finite loss"; None: the regex
 
     @property
     def pattern(self) -> str:
-        """The regex source (as recorded in a trial's failure/error match)."""
-        return self.regex.pattern
+        """What a trial's failure/error match records: the name, else the regex source."""
+        return self.name if self.name is not None else self.regex.pattern
 
     def could_match(self, lowered: str) -> bool:
         """False when `lowered` (the block, lower-cased) cannot hold a match."""
         return not self.needles or any(needle in lowered for needle in self.needles)
 
 
-# (regex, needles): see ScanPattern.
-DEFAULT_FAILURE_PATTERNS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
-    (r"(?i)\b(?:[a-z_]*loss)\b" + _NONFINITE, ("loss",)),
-    (r"(?i)\bgrad(?:ient)?[ _]norm\b" + _NONFINITE, ("norm",)),
+@dataclass(frozen=True)
+class DefaultPattern:
+    """A default pattern: its regex, needles (see ScanPattern) and the name a match reads as."""
+
+    regex: str
+    needles: tuple[str, ...]
+    name: str | None = None
+
+
+DEFAULT_FAILURE_PATTERNS: Final = (
+    DefaultPattern(r"(?i)\b(?:[a-z_]*loss)\b" + _NONFINITE, ("loss",), "non-finite loss"),
+    DefaultPattern(
+        r"(?i)\b(?:grad(?:ient)?[ _]norm|gnorm)\b" + _NONFINITE, ("norm",), "non-finite grad norm"
+    ),
     # Megatron-LM leaves a NaN loss out of its averages and counts it here instead.
-    (r"number of nan iterations:\s*[1-9]", ("nan iterations",)),
+    DefaultPattern(
+        r"number of nan iterations:\s*[1-9]", ("nan iterations",), "number of nan iterations > 0"
+    ),
     # Megatron-LM's check_for_nan_in_loss_and_grad.
-    (r"(?i)found (?:nan|inf) in local", ("found",)),
+    DefaultPattern(r"(?i)found (?:nan|inf) in local", ("found",), "non-finite grad found"),
     # torch.autograd.set_detect_anomaly.
-    (r"returned nan values in its \d+th output", ("returned nan",)),
+    DefaultPattern(
+        r"returned nan values in its \d+th output", ("returned nan",), "anomaly: nan in backward"
+    ),
+    # PyTorch Lightning's check of the training_step loss.
+    DefaultPattern(
+        r"The loss returned in `training_step` is (?:tensor\()?[-+]?(?:nan|inf)",
+        ("training_step",),
+        "non-finite loss",
+    ),
+    # fairseq's optimizer: `FloatingPointError: gradients are Nan/Inf`.
+    DefaultPattern(r"gradients are Nan/Inf", ("nan/inf",), "non-finite grad norm"),
 )
 
-DEFAULT_ERROR_PATTERNS: Final[tuple[tuple[str, tuple[str, ...]], ...]] = (
-    (r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError: CUDA", ("memory",)),
-    (r"HIP out of memory|hipErrorOutOfMemory", ("memory",)),
-    (
+DEFAULT_ERROR_PATTERNS: Final = (
+    DefaultPattern(
+        r"CUDA out of memory|torch\.OutOfMemoryError|OutOfMemoryError: CUDA", ("memory",)
+    ),
+    DefaultPattern(r"HIP out of memory|hipErrorOutOfMemory", ("memory",)),
+    DefaultPattern(
         r"(?i)(?:NCCL|RCCL).{0,200}time(?:d )?out|Watchdog caught collective operation timeout",
         ("nccl", "rccl", "watchdog"),
     ),
-    (r"ModuleNotFoundError: No module named", ("modulenotfound",)),
-    (r"ImportError: ", ("importerror",)),
+    DefaultPattern(r"ModuleNotFoundError: No module named", ("modulenotfound",)),
+    DefaultPattern(r"ImportError: ", ("importerror",)),
 )

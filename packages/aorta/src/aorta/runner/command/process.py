@@ -46,6 +46,9 @@ class ProcInfo:
     pgrp: int
     session: int
     start_ticks: int
+    # utime + stime + cutime + cstime: CPU of the process (all its threads) and of the children
+    # it has reaped, in clock ticks (`aorta.runner.command.cpu_clock` sums them over the tree).
+    cpu_ticks: int = 0
 
 
 def read_proc(pid: int, proc_root: str = "/proc") -> ProcInfo | None:
@@ -57,7 +60,10 @@ def read_proc(pid: int, proc_root: str = "/proc") -> ProcInfo | None:
         return None
     # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
     fields = raw[raw.rfind(")") + 2 :].split()
-    return ProcInfo(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+    cpu = sum(int(value) for value in fields[11:15])
+    return ProcInfo(
+        pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]), cpu
+    )
 
 
 def all_processes(proc_root: str = "/proc", *, zombies: bool = False) -> list[ProcInfo]:
@@ -111,14 +117,22 @@ class TrialProcesses:
         self._since = main.start_ticks if main is not None else 0
         self._linux = main is not None
 
-    def members(self, procs: list[ProcInfo] | None = None) -> list[ProcInfo]:
+    def members(
+        self, procs: list[ProcInfo] | None = None, *, zombies: bool = False
+    ) -> list[ProcInfo]:
         """Every live process of the trial, the main process included while it lives.
 
         `procs`: a snapshot of `all_processes(zombies=True)` to use instead of a fresh one.
+        `zombies`: also the trial's exited processes not reaped yet (a zombie has no children:
+        they were re-parented when it exited).
         """
         if not self._linux:
             return self._group_only()
-        procs = [p for p in (procs or all_processes()) if p.state not in ("Z", "X")]
+        procs = [
+            p
+            for p in (procs or all_processes(zombies=zombies))
+            if p.state != "X" and (zombies or p.state != "Z")
+        ]
         children: dict[int, list[ProcInfo]] = {}
         for info in procs:
             children.setdefault(info.ppid, []).append(info)

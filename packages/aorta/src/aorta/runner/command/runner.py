@@ -1,23 +1,26 @@
 """`run_trials` for a command workload: one fresh process group per trial, same contract.
 
 Each trial renders the command (`{seed}`, `{trial_id}`, `{steps}`, `{output_dir}`, `{cell}`),
-runs it with the launcher's environment, then the mitigations' variables, then `extra_env`
-on top, and writes the same `trial_<id>.json` as any workload. `{output_dir}` is the trial's
-own directory `trial_<id>/` next to the JSON; the output goes to `trial_<id>.log`.
+runs it with the launcher's environment, then the trial's seed variables (`AORTA_SEED`,
+`PYTHONHASHSEED`), then the mitigations' variables, then `extra_env` on top, and writes the
+same `trial_<id>.json` as any workload. `{output_dir}` is the trial's own directory
+`trial_<id>/` next to the JSON; the output goes to `trial_<id>.log`.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.instrumentation.redaction import redact_environ
+from aorta.runner.command.logtail import last_line, log_tail
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
-from aorta.runner.environ import merge_env
+from aorta.runner.environ import merge_env, with_seed
 from aorta.runner.host import collect_host
 from aorta.runner.in_process import utc_timestamp
 from aorta.runner.models import Execution, RunRequest, TrialResult
@@ -25,6 +28,26 @@ from aorta.runner.ownership import owning_trial
 from aorta.runner.reporting import TrialReporter
 from aorta.runner.resolve import request_mitigations
 from aorta.runner.trials import step_hook
+
+
+def trial_directory(request: RunRequest, trial_id: int) -> Path:
+    """The trial's `{output_dir}`: `trial_<id>/` next to its JSON."""
+    return request.output_dir / f"trial_{trial_id}"
+
+
+def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
+    """The argv trial `trial_id` of a command request runs: the command, then the cell's
+    `command_args`, with every placeholder filled (`--dry-run` shows it for trial 0)."""
+    spec = request.command
+    assert spec is not None  # a command request
+    values = {
+        "seed": request.trial_seed(trial_id),
+        "trial_id": trial_id,
+        "steps": request.steps,
+        "output_dir": str(trial_directory(request, trial_id).resolve()),
+        "cell": request.cell,
+    }
+    return render_argv([*spec.command, *request.command_args], values)
 
 
 def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
@@ -37,11 +60,15 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
         "failure_match": asdict(out.failure) if out.failure is not None else None,
         "error_match": asdict(out.error) if out.error is not None else None,
         "clock": out.clock,
+        "step_format": out.step_format,
+        "warnings": out.warnings,
         "steps_seen": out.steps_seen,
         "last_step": out.last_step,
         "log": out.log_path.name if out.log_path is not None else None,
         "artifacts": out.artifacts,
         "output_bytes": out.output_bytes,
+        # Trials with identical output are copies of one run (`aorta.triage.independence`).
+        "log_digest": out.log_digest,
     }
 
 
@@ -70,9 +97,8 @@ class CommandTrialSession:
     request: RunRequest
     spec: CommandSpec
     reporter: TrialReporter
-    trial_env: dict[str, str]
+    trial_env: dict[str, str]  # the cell's variables; each trial adds its seed's (`with_seed`)
     process_env: dict[str, str]
-    argv: list[str]
 
     @property
     def execution(self) -> Execution:
@@ -84,27 +110,20 @@ class CommandTrialSession:
         request, reporter = self.request, self.reporter
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
-        trial_dir = request.output_dir / f"trial_{trial_id}"
-        values = {
-            "seed": seed,
-            "trial_id": trial_id,
-            "steps": request.steps,
-            "output_dir": str(trial_dir.resolve()),
-            "cell": request.cell,
-        }
+        env = with_seed(self.trial_env, seed)
         started_at = utc_timestamp()
         with owning_trial(request.output_dir, trial_id) as owner:
             out = run_command_trial(
                 self.spec,
-                render_argv(self.argv, values),
-                self.process_env,
+                trial_argv(request, trial_id),
+                {**self.process_env, **env},
                 log_path=request.output_dir / f"trial_{trial_id}.log",
-                trial_dir=trial_dir,
+                trial_dir=trial_directory(request, trial_id),
                 steps=request.steps,
                 on_step=step_hook(reporter, trial_id),
                 owner=owner,
             )
-            result = self._result(request, trial_id, seed, started_at, out)
+            result = self._result(request, trial_id, env, started_at, out)
             write_json_atomic(request.trial_path(trial_id), result.to_dict())
         reporter.trial_finished(result)
         return result
@@ -113,27 +132,36 @@ class CommandTrialSession:
         self,
         request: RunRequest,
         trial_id: int,
-        seed: int,
+        env: dict[str, str],
         started_at: str,
         out: CommandTrialOutcome,
     ) -> TrialResult:
+        reason, tail = out.reason, None
+        if out.outcome == "error":
+            # Why it crashed is in the log's last lines: the tail goes where a traceback goes
+            # (error.txt), its last line into the one-line reason.
+            tail = log_tail(out.log_path)
+            last = last_line(tail)
+            if reason is not None and last is not None and last not in reason:
+                reason = f"{reason}; last output: {last}"
         return TrialResult(
             trial_id=trial_id,
             workload=request.workload,
             mitigations=request.mitigations,
             environment=request.environment_name,
-            seed=seed,
+            seed=request.trial_seed(trial_id),
             steps=request.steps,
             passed=out.outcome == "passed",
             outcome=out.outcome,
-            failure=out.reason,
+            failure=reason,
+            traceback=tail,
             step_times_ms=out.step_times_ms,
             warmup_steps=out.warmup_steps,
             losses=out.losses,
             wall_clock_sec=out.wall_clock_sec,
             started_at=started_at,
             # Recorded, never re-applied: a recipe's extra_env may carry a secret.
-            env_applied=redact_environ(self.trial_env),
+            env_applied=redact_environ(env),
             env_snapshot={},
             observed={},
             execution="child_process",
@@ -142,6 +170,7 @@ class CommandTrialSession:
             command=command_record(out),
             # The driver imports no torch, so the GPU tools name the node's GPUs.
             host=collect_host(self.process_env, ask_gpu_tools=True),
+            host_load=out.host_load,
         )
 
 
@@ -157,5 +186,4 @@ def open_command_trials(request: RunRequest, reporter: TrialReporter) -> Command
         reporter=reporter,
         trial_env=trial_env,
         process_env={**os.environ, **trial_env},
-        argv=[*spec.command, *request.command_args],
     )

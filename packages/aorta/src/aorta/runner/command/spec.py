@@ -3,9 +3,11 @@
 A command workload is a mapping (the recipe's `workload:` or the flag mode's `-- CMD`):
 
     command: [torchrun, --nproc_per_node=8, pretrain_gpt.py, --seed, "{seed}"]
-    step_time: megatron          # or {regex: ..., unit: ms|s}, or step_marker: REGEX
+    step_time: auto              # the default; or megatron|hf|jsonl, {regex: ..., unit: ms|s},
+                                 # null (no step lines), or step_marker: REGEX
     hang_after: 300              # seconds without output -> error "hang"
     timeout: 7200                # seconds per trial -> error "timeout"
+    clock: auto                  # what times the step lines: auto | log | arrival | cpu
 
 Every bad value raises `CommandSpecError` with one line naming the key (`where` prefixes it,
 e.g. the recipe file and `workload`). Nothing here runs a process.
@@ -26,20 +28,26 @@ from typing import Any, Final, Literal
 from aorta.errors import AortaUsageError
 
 PLACEHOLDERS: Final = ("cell", "output_dir", "seed", "steps", "trial_id")
-STEP_PRESETS: Final = ("hf", "jsonl", "megatron")
+# `auto` (the default): every format aorta knows, recognised line by line (see `formats.py`).
+AUTO: Final = "auto"
+STEP_PRESETS: Final = (AUTO, "hf", "jsonl", "megatron")
 TIME_UNITS: Final = ("ms", "s")
 KEEP_LOGS: Final = ("failed", "all", "none")
+# What times the step lines (see aorta.runner.command.clocks).
+CLOCK_CHOICES: Final = ("auto", "log", "arrival", "cpu")
 # The named group a `step_time` regex must have; `step` and `loss` are optional.
 TIME_GROUP: Final = "time"
 DEFAULT_KILL_GRACE_S: Final = 10.0
 
 KeepLogs = Literal["failed", "all", "none"]
+ClockChoice = Literal["auto", "log", "arrival", "cpu"]
 
 _KNOWN_KEYS: Final = frozenset(
     {
         "command",
         "step_time",
         "step_marker",
+        "clock",
         "warmup_steps",
         "hang_after",
         "hang_is_failure",
@@ -74,8 +82,9 @@ class CommandSpec:
     """A validated command workload (see the module docstring for the keys)."""
 
     command: tuple[str, ...]
-    step_time: str | StepRegex | None = None
+    step_time: str | StepRegex | None = AUTO
     step_marker: str | None = None
+    clock_choice: ClockChoice = "auto"  # the `clock:` key; `clock` is what it resolves to
     warmup_steps: int | None = None  # None: min(3, steps // 5), as for in-tree workloads
     hang_after: float | None = None
     hang_is_failure: bool = False
@@ -91,8 +100,18 @@ class CommandSpec:
     cwd: str | None = None
 
     @property
-    def clock(self) -> Literal["log", "arrival", "none"]:
-        """Where step times come from: the log's own numbers, arrival of lines, or nowhere."""
+    def clock(self) -> Literal["log", "arrival", "cpu", "auto", "none"]:
+        """Where step times come from: the log's own numbers, arrival of lines, the process
+        tree's CPU time, or nowhere (no step lines asked for).
+
+        `auto` (`step_time: auto` on `clock: auto`): decided per trial by what its log prints
+        (`log` where it prints step times, else `arrival`); each trial records the one it used.
+        """
+        has_lines = self.step_time is not None or self.step_marker is not None
+        if has_lines and self.clock_choice in ("arrival", "cpu"):
+            return self.clock_choice
+        if self.step_time == AUTO and self.clock_choice == "auto":
+            return "auto"
         if self.step_time is not None:
             return "log"
         return "arrival" if self.step_marker is not None else "none"
@@ -107,7 +126,7 @@ class CommandSpec:
         step_time = self.step_time
         if isinstance(step_time, StepRegex):
             data["step_time"] = {"regex": step_time.regex, "unit": step_time.unit}
-        elif step_time is not None:
+        else:  # None is written too: it turns off the default `auto`
             data["step_time"] = step_time
         optional = {
             "step_marker": self.step_marker,
@@ -118,6 +137,7 @@ class CommandSpec:
         }
         data.update({key: value for key, value in optional.items() if value is not None})
         data.update(
+            clock=self.clock_choice,
             hang_is_failure=self.hang_is_failure,
             kill_grace=self.kill_grace,
             failure_patterns=list(self.failure_patterns),
@@ -213,6 +233,33 @@ def _flag(value: object, where: str) -> bool:
     return value
 
 
+def _clock_choice(
+    value: object, step_time: str | StepRegex | None, step_marker: str | None, where: str
+) -> ClockChoice:
+    if value not in CLOCK_CHOICES:
+        raise CommandSpecError(
+            f"{where}: expected one of {', '.join(CLOCK_CHOICES)}, got {value!r}"
+        )
+    if value == "log" and step_time is None:
+        raise CommandSpecError(
+            f"{where}: 'log' reads the step times the command prints: it needs step_time "
+            "(with step_marker use arrival or cpu)"
+        )
+    if value in ("arrival", "cpu") and step_time is None and step_marker is None:
+        raise CommandSpecError(
+            f"{where}: {value!r} times step lines: it needs step_time or step_marker"
+        )
+    if value == "cpu":
+        from aorta.runner.command.cpu_clock import cpu_clock_available
+
+        if not cpu_clock_available():
+            raise CommandSpecError(
+                f"{where}: 'cpu' reads the CPU time of the trial's processes from /proc, "
+                "which this system does not have"
+            )
+    return value
+
+
 def _step_regex(value: Mapping[str, Any], where: str) -> StepRegex:
     unknown = sorted(set(value) - {"regex", "unit"})
     if unknown:
@@ -246,6 +293,25 @@ def _step_time(value: object, where: str) -> str | StepRegex | None:
     raise CommandSpecError(f"{where}: expected a preset name or a mapping, got {value!r}")
 
 
+def _step_settings(
+    data: Mapping[str, Any], where: str
+) -> tuple[str | StepRegex | None, str | None]:
+    """(step_time, step_marker): `auto` when neither is given, None for `step_time: null`."""
+    step_time = _step_time(data.get("step_time"), f"{where}.step_time")
+    step_marker = data.get("step_marker")
+    if step_marker is not None:
+        if not isinstance(step_marker, str):
+            raise CommandSpecError(f"{where}.step_marker: expected a regex string")
+        compile_pattern(step_marker, f"{where}.step_marker")
+        if step_time is not None:
+            raise CommandSpecError(
+                f"{where}.step_marker: give either step_time or step_marker, not both"
+            )
+    elif "step_time" not in data:
+        step_time = AUTO  # no settings: read every format aorta knows
+    return step_time, step_marker
+
+
 def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> CommandSpec:
     """Validate a command workload mapping; raises `CommandSpecError` naming the bad key."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
@@ -261,16 +327,7 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
         raise CommandSpecError(f"{where}.cwd: expected an existing directory, got {cwd!r}")
     check_placeholders(command, f"{where}.command")
     check_executable(command[0], f"{where}.command[0]", cwd=cwd)
-    step_time = _step_time(data.get("step_time"), f"{where}.step_time")
-    step_marker = data.get("step_marker")
-    if step_marker is not None:
-        if not isinstance(step_marker, str):
-            raise CommandSpecError(f"{where}.step_marker: expected a regex string")
-        compile_pattern(step_marker, f"{where}.step_marker")
-        if step_time is not None:
-            raise CommandSpecError(
-                f"{where}.step_marker: give either step_time or step_marker, not both"
-            )
+    step_time, step_marker = _step_settings(data, where)
     warmup = data.get("warmup_steps", "auto")
     if warmup != "auto" and (isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0):
         raise CommandSpecError(f"{where}.warmup_steps: expected 'auto' or an integer >= 0")
@@ -294,10 +351,12 @@ def parse_command_spec(data: Mapping[str, Any], where: str = "workload") -> Comm
     kill_grace = _seconds(data.get("kill_grace", DEFAULT_KILL_GRACE_S), f"{where}.kill_grace")
     if kill_grace is None:
         raise CommandSpecError(f"{where}.kill_grace: expected a number of seconds > 0, got None")
+    clock = _clock_choice(data.get("clock", "auto"), step_time, step_marker, f"{where}.clock")
     return CommandSpec(
         command=command,
         step_time=step_time,
         step_marker=step_marker,
+        clock_choice=clock,
         warmup_steps=None if warmup == "auto" else warmup,
         hang_after=_seconds(data.get("hang_after"), f"{where}.hang_after"),
         hang_is_failure=_flag(data.get("hang_is_failure", False), f"{where}.hang_is_failure"),

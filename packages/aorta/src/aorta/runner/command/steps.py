@@ -1,42 +1,60 @@
-"""Step lines of a command's output: presets, a user regex, or a marker timed by arrival.
+"""Step lines of a command's output: known formats, a user regex, or a marker timed by arrival.
 
 A parser gets a block of complete lines (with the time the block arrived) and returns the
-events in it, each at its character offset: a *step* (a step time, maybe a step number and a
-loss) or a *loss* line that is not a step (Hugging Face Trainer prints its losses on lines of
-their own).
+events in it, each at its character offset: a *step* (a step time, maybe a step number, a
+loss and a grad norm) or a line that only carries a loss or grad norm (Hugging Face Trainer
+prints its losses on lines of their own).
 
-Presets (`clock: log`: the step time is the number the command printed):
+`step_time` (see `formats.py` for what each format looks like):
 
-* `megatron`: `iteration 10/ 100 | ... elapsed time per iteration (ms): 412.3 | ... lm loss:
-  2.3E+00 |`. One line per `--log-interval` iterations; its time is the interval's mean.
-* `hf`: tqdm progress lines of the Hugging Face Trainer / Lightning (`12/100 [00:03<00:20,
-  4.20it/s]` or `s/it`; tqdm's smoothed rate) and their loss lines (`{'loss': 2.3, ...}`,
-  `train_loss=2.3`). A step is counted when the step number changes.
-* `jsonl`: one JSON object per line with `step` and `step_time_ms` (or `step_time_s`) and
-  optionally `loss` (`NaN`/`Infinity`/`null` for a non-finite loss); a line with a `loss` but
-  no step time is a loss line.
+* `auto` (the default): every format of `formats.AUTO_FORMATS`, line by line. Step times are
+  the ones the log prints (clock `log`); a format that prints none (torchtitan, plain
+  `step N loss: X`) is timed by the arrival of its lines (clock `arrival`). Once a printed time
+  is seen, the trial's step times are the printed ones only.
+* `megatron`, `hf`, `jsonl`: only that format, only printed times (clock `log`).
+* `{regex: ..., unit: ms|s}`: a regex with a `time` group, optional `step` and `loss` groups.
+
+`step_marker: REGEX`: each matching line ends a step, timed by arrival.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Literal, Protocol
 
-from aorta.runner.command.spec import CommandSpec, StepRegex, compile_pattern
+from aorta.runner.command.formats import (
+    AUTO_FORMATS,
+    PRESET_FORMATS,
+    Format,
+    Reading,
+    formats_named,
+)
+from aorta.runner.command.spec import AUTO, CommandSpec, StepRegex, compile_pattern
+from aorta.runner.command.values import is_finite, parse_number
+
+__all__ = ["StepEvent", "StepParser", "is_finite", "parse_number", "step_parser"]
+
+StepClock = Literal["log", "arrival"]
 
 
 @dataclass(frozen=True)
 class StepEvent:
-    """One parsed line: a step (`time_ms` set) or a loss line (`time_ms` None)."""
+    """One parsed line: a step (`time_ms` set) or a loss line (`time_ms` None).
+
+    `has_loss` with `loss` None: the line printed a loss that could not be read (unknown, not
+    non-finite); likewise `has_grad_norm`. `clock` says where `time_ms` came from, `source`
+    names the format that read the line.
+    """
 
     time_ms: float | None
     step: int | None = None
     loss: float | None = None
     has_loss: bool = False
+    grad_norm: float | None = None
+    has_grad_norm: bool = False
+    clock: StepClock = "log"
+    source: str | None = None
 
 
 class StepParser(Protocol):
@@ -44,14 +62,6 @@ class StepParser(Protocol):
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """The events in `text`, which arrived at monotonic time `arrival`."""
-
-
-def parse_number(raw: str) -> float | None:
-    """A float as logs print it (`2.3E+00`, `nan`, `inf`), None when it is not a number."""
-    try:
-        return float(raw.strip().strip("'\""))
-    except ValueError:
-        return None
 
 
 def _group(match: re.Match[str], name: str) -> str | None:
@@ -82,124 +92,91 @@ class RegexSteps:
                         int(step) if step and step.isdigit() else None,
                         parse_number(loss) if loss is not None else None,
                         loss is not None,
+                        source="regex",
                     ),
                 )
             )
         return found
 
 
-_MEGATRON_LINE: Final = re.compile(
-    r"^.*\biteration\s+(?P<step>\d+)\s*/\s*\S+\s*\|.*"
-    r"elapsed time per iteration \(ms\):\s*(?P<time>[0-9.]+).*$",
-    re.MULTILINE,
-)
-_MEGATRON_LOSS: Final = re.compile(r"\blm loss:\s*(?P<loss>[^\s|]+)")
+class FormatSteps:
+    """Steps from known log formats (`formats.py`): `step_time: auto` and the named presets.
 
+    A step line that printed its time is timed by it (clock `log`). With `arrival` a step
+    line that printed none is timed by when its line arrived: the gap since the previous
+    such line, divided by the steps between them when both lines number their step (a format
+    that logs every 10 steps gives per-step times). Without `arrival` such a line only
+    carries its values. A step number a line repeats (a tqdm bar redrawn) is read once, and
+    only the bars of the first bar's total count as steps (the Hugging Face Trainer draws
+    its evaluation bar like its training bar).
+    """
 
-class MegatronSteps:
-    """The `megatron` preset (see the module docstring)."""
-
-    def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
-        """See `StepParser`."""
-        found: list[tuple[int, StepEvent]] = []
-        if "elapsed time per iteration" not in text:  # skip the slow regex (see ScanPattern)
-            return found
-        for match in _MEGATRON_LINE.finditer(text):
-            loss = _MEGATRON_LOSS.search(match.group(0))
-            found.append(
-                (
-                    match.start(),
-                    StepEvent(
-                        float(match.group("time")),
-                        int(match.group("step")),
-                        parse_number(loss.group("loss")) if loss else None,
-                        loss is not None,
-                    ),
-                )
-            )
-        return found
-
-
-_TQDM: Final = re.compile(
-    r"(?P<step>\d+)/(?P<total>\d+) \[[^\]\n]*?(?P<rate>[0-9.]+)\s?(?P<unit>it/s|s/it)"
-)
-_HF_LOSS: Final = re.compile(r"(?:'loss':\s*|\btrain_loss=|\bloss=)(?P<loss>[^\s,}\]]+)")
-
-
-class HfSteps:
-    """The `hf` preset (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._last_step = -1
+    def __init__(self, formats: tuple[Format, ...], started: float, *, arrival: bool) -> None:
+        self.formats = formats
+        self.arrival = arrival
+        self._last_step: dict[tuple[str, bool], int] = {}
+        self._bar_total: dict[str, int] = {}
+        self._last_arrival = started
+        self._last_arrival_step: int | None = None
 
     def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
         """See `StepParser`."""
-        found: list[tuple[int, StepEvent]] = []
-        if "it/s" not in text and "s/it" not in text and "loss" not in text:
-            return found
-        for match in _TQDM.finditer(text):
-            step = int(match.group("step"))
-            rate = parse_number(match.group("rate")) or 0.0
-            if step in (self._last_step, 0) or rate <= 0:
-                continue  # tqdm redraws one step many times; the first bar has no rate yet
-            self._last_step = step
-            ms = 1000.0 / rate if match.group("unit") == "it/s" else rate * 1000.0
-            found.append((match.start(), StepEvent(ms, step)))
-        for match in _HF_LOSS.finditer(text):
-            found.append(
-                (match.start(), StepEvent(None, None, parse_number(match.group("loss")), True))
-            )
-        found.sort(key=lambda item: item[0])
-        return found
-
-
-_JSON_LINE: Final = re.compile(r"^\s*\{.*\"step\".*\}\s*$", re.MULTILINE)
-
-
-def _json_number(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-class JsonlSteps:
-    """The `jsonl` preset (see the module docstring)."""
-
-    def events(self, text: str, arrival: float) -> list[tuple[int, StepEvent]]:
-        """See `StepParser`."""
-        found: list[tuple[int, StepEvent]] = []
-        if '"step"' not in text:
-            return found
-        for match in _JSON_LINE.finditer(text):
-            try:
-                record = json.loads(match.group(0))
-            except ValueError:
+        lowered = text.lower()
+        owner: dict[int, str] = {}  # line start -> the format that read it
+        readings: list[Reading] = []
+        for fmt in self.formats:
+            if not any(needle in lowered for needle in fmt.needles):
                 continue
-            if not isinstance(record, dict):
-                continue
-            ms = _json_number(record.get("step_time_ms"))
-            if ms is None:
-                seconds = _json_number(record.get("step_time_s"))
-                ms = seconds * 1000.0 if seconds is not None else None
-            if ms is None and "loss" not in record:
-                continue  # a line with neither a step time nor a loss says nothing here
-            step = record.get("step")
-            has_loss = "loss" in record
-            raw_loss = record.get("loss")
-            # null is how a strict JSON writer spells a non-finite loss
-            loss = math.nan if has_loss and raw_loss is None else _json_number(raw_loss)
-            found.append(
-                (
-                    match.start(),
-                    StepEvent(
-                        ms,
-                        step if isinstance(step, int) and not isinstance(step, bool) else None,
-                        loss,
-                        has_loss,
-                    ),
-                )
-            )
+            for reading in fmt.read(text):
+                if owner.setdefault(reading.pos, fmt.name) == fmt.name:
+                    readings.append(reading)
+        readings.sort(key=lambda reading: reading.pos)
+        found = []
+        for reading in readings:
+            event = self._event(reading, arrival)
+            if event is not None:
+                found.append((reading.pos, event))
         return found
+
+    def _event(self, reading: Reading, arrival: float) -> StepEvent | None:
+        is_step = reading.is_step
+        total = reading.total
+        if total is not None and self._bar_total.setdefault(reading.name, total) != total:
+            is_step = False  # another bar (an evaluation): its values only
+        if is_step and reading.step is not None:
+            # Per format and kind of line (timed or not): DeepSpeed prints `step=10` and
+            # `steps: 10 ... iter time (s)` for the same step.
+            key = (reading.name, reading.time_ms is None)
+            if self._last_step.get(key) == reading.step:
+                return None  # a redraw of a step already read
+            self._last_step[key] = reading.step
+        time_ms = reading.time_ms
+        clock: StepClock = "log"
+        if is_step and time_ms is None:
+            if self.arrival:
+                time_ms, clock = self._arrival_ms(reading.step, arrival), "arrival"
+            else:
+                is_step = False
+        if not is_step and reading.loss is None and reading.grad_norm is None:
+            return None  # a line claimed so that no other format misreads it
+        return StepEvent(
+            time_ms if is_step else None,
+            reading.step,
+            parse_number(reading.loss) if reading.loss is not None else None,
+            reading.loss is not None,
+            grad_norm=parse_number(reading.grad_norm) if reading.grad_norm is not None else None,
+            has_grad_norm=reading.grad_norm is not None,
+            clock=clock,
+            source=reading.name,
+        )
+
+    def _arrival_ms(self, step: int | None, arrival: float) -> float:
+        elapsed_ms = (arrival - self._last_arrival) * 1000.0
+        last_step = self._last_arrival_step
+        self._last_arrival, self._last_arrival_step = arrival, step
+        if step is not None and last_step is not None and step > last_step:
+            return elapsed_ms / (step - last_step)
+        return elapsed_ms
 
 
 class MarkerSteps:
@@ -217,29 +194,21 @@ class MarkerSteps:
         """See `StepParser`."""
         found: list[tuple[int, StepEvent]] = []
         for match in self.pattern.finditer(text):
-            found.append((match.start(), StepEvent((arrival - self._last) * 1000.0)))
+            event = StepEvent((arrival - self._last) * 1000.0, clock="arrival", source="marker")
+            found.append((match.start(), event))
             self._last = arrival
         return found
-
-
-_PRESETS: Final[dict[str, Callable[[], StepParser]]] = {
-    "megatron": MegatronSteps,
-    "hf": HfSteps,
-    "jsonl": JsonlSteps,
-}
 
 
 def step_parser(spec: CommandSpec, started: float) -> StepParser | None:
     """The parser a spec asks for (fresh state per trial), or None when it asks for none."""
     if isinstance(spec.step_time, StepRegex):
         return RegexSteps(compile_pattern(spec.step_time.regex, "step_time"), spec.step_time.unit)
+    if spec.step_time == AUTO:
+        # `clock: log` asks for printed times only: an untimed line then only carries values.
+        return FormatSteps(AUTO_FORMATS, started, arrival=spec.clock_choice != "log")
     if spec.step_time is not None:
-        return _PRESETS[spec.step_time]()
+        return FormatSteps(formats_named(PRESET_FORMATS[spec.step_time]), started, arrival=False)
     if spec.step_marker is not None:
         return MarkerSteps(compile_pattern(spec.step_marker, "step_marker"), started)
     return None
-
-
-def is_finite(value: float | None) -> bool:
-    """True for a finite float."""
-    return value is not None and math.isfinite(value)

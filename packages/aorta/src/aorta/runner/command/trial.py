@@ -18,17 +18,20 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Literal
+from typing import Final, Literal
 
+from aorta.runner.command.clocks import clocked_parser
+from aorta.runner.command.digest import DigestingLog, LogSink
 from aorta.runner.command.patterns import (
     DEFAULT_ERROR_PATTERNS,
     DEFAULT_FAILURE_PATTERNS,
+    DefaultPattern,
     ScanPattern,
 )
 from aorta.runner.command.process import TrialProcesses, become_subreaper, start_trial_process
 from aorta.runner.command.scanner import Match, OutputScanner, ScanState
-from aorta.runner.command.spec import CommandSpec, compile_pattern
-from aorta.runner.command.steps import step_parser
+from aorta.runner.command.spec import AUTO, CommandSpec, StepRegex, compile_pattern
+from aorta.runner.host_load import HostLoad, LoadSampler
 from aorta.runner.ownership import TrialOwnership
 from aorta.workloads.contract import StepCallback, ignore_step
 
@@ -63,18 +66,23 @@ class CommandTrialOutcome:
     clock: str
     wall_clock_sec: float
     log_path: Path | None
+    host_load: HostLoad | None = None  # the host's load over the trial
     artifacts: list[str] = field(default_factory=list)
     output_bytes: int = 0
+    step_format: str | None = None  # the log format the step times were read from
+    warnings: list[str] = field(default_factory=list)  # what the read could not vouch for
+    # blake2b of the output up to its first failure line (`DigestingLog`); None: no output.
+    log_digest: str | None = None
 
 
 def compiled_patterns(spec: CommandSpec) -> tuple[list[ScanPattern], list[ScanPattern]]:
     """(failure, error) patterns of a spec: the defaults (unless turned off), then its own."""
 
     def build(
-        defaults: tuple[tuple[str, tuple[str, ...]], ...], own: tuple[str, ...], key: str
+        defaults: tuple[DefaultPattern, ...], own: tuple[str, ...], key: str
     ) -> list[ScanPattern]:
         chosen = defaults if spec.default_patterns else ()
-        patterns = [ScanPattern(compile_pattern(p, key), needles) for p, needles in chosen]
+        patterns = [ScanPattern(compile_pattern(p.regex, key), p.needles, p.name) for p in chosen]
         return patterns + [ScanPattern(compile_pattern(p, key)) for p in own]
 
     return (
@@ -123,10 +131,45 @@ def classify(  # noqa: PLR0911 - one return per rule, in the documented order
         return "error", f"timeout: still running after {spec.timeout:g} s"
     if returncode != 0:
         return "error", f"{describe_exit(returncode)} without a failure match"
-    if spec.clock != "none" and scan.steps_seen == 0:
-        what = f"step_time {spec.step_time!r}" if spec.step_time else "step_marker"
-        return "error", f"exited 0 but no output line matched {what}: no step was measured"
+    if spec.step_time != AUTO and spec.clock != "none" and scan.steps_seen == 0:
+        return (
+            "error",
+            f"exited 0 but no output line matched {_step_setting(spec)}: no step was measured",
+        )
     return "passed", None
+
+
+def _step_setting(spec: CommandSpec) -> str:
+    """The step setting as a user wrote it: `step_time 'megatron'`, `step_time regex '...'`."""
+    if isinstance(spec.step_time, StepRegex):
+        return f"step_time regex {spec.step_time.regex!r} (unit {spec.step_time.unit})"
+    if spec.step_time is not None:
+        return f"step_time {spec.step_time!r}"
+    return f"step_marker {spec.step_marker!r}"
+
+
+def read_warnings(spec: CommandSpec, scan: ScanState, outcome: Outcome) -> list[str]:
+    """What the read of a trial's output could not vouch for (pure; stated once per trial).
+
+    An unreadable loss or grad norm is unknown, never non-finite; a trial that passed
+    without a single loss read could not have shown a non-finite one in a format aorta
+    does not know (unless the user's own patterns or exit codes say what failure looks like).
+    """
+    found = []
+    if scan.unreadable:
+        first = (scan.first_unreadable or "").strip()
+        found.append(
+            f"{scan.unreadable} loss/grad-norm value(s) could not be read as numbers and "
+            f"count as unknown, not as non-finite (first: {first!r})"
+        )
+    own_signal = spec.failure_patterns or spec.failure_exit_codes
+    if outcome == "passed" and not (scan.values_read or scan.unreadable or own_signal):
+        found.append(
+            "no loss or grad-norm value was read from the output (no line in a known format): "
+            "a non-finite loss printed another way would go unseen; give step_time or "
+            "failure_patterns"
+        )
+    return found
 
 
 def _monotonic() -> float:
@@ -153,8 +196,9 @@ def _pump(
     spec: CommandSpec,
     procs: TrialProcesses,
     scanner: OutputScanner,
-    log: BinaryIO,
+    log: LogSink,
     started: float,
+    load: LoadSampler,
 ) -> StopReason | None:
     """Read and scan output until the main process exits or a stop condition fires."""
     proc = procs.proc
@@ -185,6 +229,7 @@ def _pump(
                         pipe_open = False
                         continue
                     last_output = _monotonic()
+                    load.sample(last_output)
                     log.write(data)
                     scanner.feed(data, last_output)
             if scanner.state.failure is not None and spec.stop_on_failure:
@@ -199,7 +244,7 @@ def _pump(
             os.close(pidfd)
 
 
-def _drain(fd: int, scanner: OutputScanner, log: BinaryIO) -> None:
+def _drain(fd: int, scanner: OutputScanner, log: LogSink) -> None:
     """Read what is left in the pipe after the processes are gone (bounded in time)."""
     deadline = _monotonic() + _DRAIN_S
     with selectors.DefaultSelector() as selector:
@@ -257,9 +302,10 @@ def run_command_trial(
     trial_dir.mkdir(parents=True, exist_ok=True)
     failure_patterns, error_patterns = compiled_patterns(spec)
     started = _monotonic()
-    scanner = OutputScanner(
-        failure_patterns, error_patterns, step_parser(spec, started), on_step=on_step
-    )
+    clock = clocked_parser(spec, started)
+    scanner = OutputScanner(failure_patterns, error_patterns, clock.parser, on_step=on_step)
+    load = LoadSampler()
+    load.sample(started, force=True)
     child_env = dict(env)
     # A Python command writing to a pipe buffers its output in 8 KiB blocks: the hang
     # detector and arrival-timed steps would see bursts. Unbuffered unless the user decided.
@@ -268,7 +314,8 @@ def run_command_trial(
         child_env = owner.marked(child_env)
     stopped: StopReason | None = None
     signal_needed: str | None = None
-    with log_path.open("wb") as log:
+    with log_path.open("wb") as log_file:
+        log = DigestingLog(log_file, scanner.state)
         try:
             proc = start_trial_process(argv, child_env, spec.cwd)
         except OSError as exc:
@@ -278,19 +325,22 @@ def run_command_trial(
                 reason=f"cannot start {argv[0]!r}: {exc.strerror or exc}",
             )  # fmt: skip
         procs = TrialProcesses(proc)
+        clock.attach(procs)
         try:
             if owner is not None:
                 owner.started(proc.pid)
-            stopped = _pump(spec, procs, scanner, log, started)
+            stopped = _pump(spec, procs, scanner, log, started, load)
         finally:
             signal_needed = procs.stop(spec.kill_grace)
             assert proc.stdout is not None
             _drain(proc.stdout.fileno(), scanner, log)
             proc.stdout.close()
             scanner.finish(_monotonic())
+            log_digest = log.finish()
+    load.sample(_monotonic(), force=True)
     return _outcome(
         spec, argv, scanner.state, proc.returncode, stopped, signal_needed, started, steps,
-        log_path, trial_dir,
+        log_path, trial_dir, host_load=load.record(), log_digest=log_digest,
     )  # fmt: skip
 
 
@@ -307,6 +357,8 @@ def _outcome(
     trial_dir: Path,
     *,
     reason: str | None = None,
+    host_load: HostLoad | None = None,
+    log_digest: str | None = None,
 ) -> CommandTrialOutcome:
     if reason is not None:
         outcome: Outcome = "error"
@@ -333,9 +385,23 @@ def _outcome(
         losses=list(scan.losses),
         steps_seen=scan.steps_seen,
         last_step=scan.last_step,
-        clock=spec.clock,
+        clock=trial_clock(spec, scan),
         wall_clock_sec=_monotonic() - started,
         log_path=log_path if keep else None,
+        host_load=host_load,
         artifacts=artifacts,
         output_bytes=scan.bytes_seen,
+        step_format=scan.step_format,
+        warnings=read_warnings(spec, scan, outcome),
+        log_digest=log_digest,
     )
+
+
+def trial_clock(spec: CommandSpec, scan: ScanState) -> str:
+    """Where this trial's step times came from: `log`, `arrival`, or `none` (no step time).
+
+    A fixed setting keeps its own clock; with `auto` it is what the trial's log gave.
+    """
+    if spec.clock != "auto":
+        return spec.clock
+    return scan.clock if scan.clock is not None else "none"

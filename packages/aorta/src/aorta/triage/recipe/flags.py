@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aorta.registry.models import Environment
+from aorta.runner.command.flags import spec_from_flags
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
@@ -16,6 +17,7 @@ from aorta.triage.recipe.model import (
     Recipe,
 )
 from aorta.triage.recipe.validation import (
+    COMMAND_WORKLOAD,
     Registry,
     Where,
     any_workload,
@@ -64,15 +66,19 @@ def recipe_from_flags(
     `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
     `trials` as the most it runs (`--max-trials N`).
 
-    `command` is a command workload mapping (`{command: [argv after --], step_time: ...}`)
-    instead of a registered `workload`; exactly one of the two is given.
+    `command` is a command workload mapping (`aorta.runner.command.flags.command_mapping`:
+    the argv after `--` and the command flags) instead of a registered `workload`; exactly
+    one of the two is given. Its errors name the flag (`--keep-logs: expected one of ...`).
     """
     where = Where(None)
     reg = Registry.load()
     if (workload is None) == (command is None):
         where.fail("--workload", "expected either --workload NAME or a command after --")
-    path = "--workload" if command is None else "command"
-    workload_name, source_package, spec = any_workload(where, path, command or workload, reg)
+    if command is None:
+        workload_name, source_package, spec = any_workload(where, "--workload", workload, reg)
+    else:
+        # Validated like a recipe's workload mapping; its errors name the flags.
+        workload_name, source_package, spec = COMMAND_WORKLOAD, None, spec_from_flags(command)
     trials = positive_int(where, "--trials", trials)
     steps = positive_int(where, "--steps", steps)
     ticket = None if ticket is None else ticket_name(where, "--ticket", ticket)
@@ -112,7 +118,7 @@ def recipe_from_flags(
             )
 
     for i, environment in enumerate(environments):
-        check_command_environment(where, f"--environment-axis[{i}]", environment, spec)
+        check_command_environment(where, f"--environment-axis[{i}]", environment, spec is not None)
     if baseline_cell is not None:
         baseline = check_baseline(where, "--baseline-cell", baseline_cell, cells)
     elif "none" in [m.name for m in mitigations]:

@@ -215,10 +215,11 @@ def read_regular_file(
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise RecipeSchemaError(f"{label}: cannot read {what}: {exc.strerror or exc}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory
+        os.close(fd)
+        raise RecipeSchemaError(f"{label}: not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RecipeSchemaError(f"{label}: not a regular file")
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise RecipeSchemaError(f"{label}: larger than {limit} bytes")

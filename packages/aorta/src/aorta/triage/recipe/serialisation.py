@@ -271,7 +271,9 @@ def _cell(where: Where, index: int, value: object, command: CommandSpec | None) 
         env=extra_env_mapping(where, join_path(path, "env"), require(where, path, data, "env")),
         mitigation_entries=mitigations,
         command_args=(
-            command_args(where, join_path(path, "command_args"), data["command_args"], command)
+            command_args(
+                where, join_path(path, "command_args"), data["command_args"], command is not None
+            )
             if "command_args" in data
             else ()
         ),

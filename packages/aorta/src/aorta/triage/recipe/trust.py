@@ -17,18 +17,27 @@ The SLURM executor's setup lines, launcher and extra `#SBATCH` lines count too: 
 that every trial task runs.
 
 The caller refuses such a recipe unless the user passed `--trust-environments`, and its message
-lists what would run.
+lists what would run. Resuming a run this user started, whose recipe is unchanged since, needs
+no flag: `signature` proves both (`check_run_trust`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from aorta.registry.models import Environment, Mitigation
 from aorta.triage.errors import UntrustedRecipeError
 from aorta.triage.recipe.model import Cell, Recipe
+from aorta.triage.recipe.signature import signed_by_this_user
 
-__all__ = ["CODE_LOADING_VARIABLES", "check_trust", "untrusted_actions"]
+__all__ = [
+    "CODE_LOADING_VARIABLES",
+    "check_run_trust",
+    "check_trust",
+    "resume_needs_trust",
+    "untrusted_actions",
+]
 
 # Variables through which a value alone makes a process load or execute a file of its choice.
 CODE_LOADING_VARIABLES = frozenset(
@@ -121,6 +130,25 @@ def untrusted_actions(
         actions.extend(_variable_actions(cell))
     actions.extend(_executor_actions(recipe))
     return actions
+
+
+def check_run_trust(
+    recipe: Recipe, run_dir: Path, recipe_sha256: str, *, label: str, trusted: bool
+) -> list[str]:
+    """`check_trust` for the recipe of a run directory being resumed: nothing needs vouching
+    for when this user started the run from these very bytes (`signature`)."""
+    if signed_by_this_user(run_dir, recipe_sha256):
+        return []
+    return check_trust(recipe, label=label, trusted=trusted)
+
+
+def resume_needs_trust(recipe: Recipe, run_dir: Path, recipe_sha256: str) -> bool:
+    """Whether resuming `run_dir` needs `--trust-environments` (see `check_run_trust`)."""
+    if signed_by_this_user(run_dir, recipe_sha256):
+        return False
+    from aorta.registry.loader import load_environments, load_mitigations
+
+    return bool(untrusted_actions(recipe, load_environments(), load_mitigations()))
 
 
 def check_trust(recipe: Recipe, *, label: str, trusted: bool) -> list[str]:

@@ -317,13 +317,15 @@ def any_workload(
     return workload.name, workload.source_package, None
 
 
-def command_args(
-    where: Where, path: str, value: object, command: CommandSpec | None
-) -> tuple[str, ...]:
-    """A cell's `command_args`: strings with known placeholders, for a command workload only."""
+def command_args(where: Where, path: str, value: object, is_command: bool) -> tuple[str, ...]:
+    """A cell's `command_args`: strings with known placeholders, for a command workload only.
+
+    `is_command`: the workload is a command mapping, valid or not (a mistake in it is
+    reported once, at the workload, not again as a false error in every cell).
+    """
     from aorta.runner.command.spec import CommandSpecError, check_placeholders
 
-    if command is None:
+    if not is_command:
         where.fail(path, "expected no command_args: the workload is not a command", value)
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         where.fail(path, "expected a list of strings (arguments appended to the command)", value)
@@ -335,10 +337,10 @@ def command_args(
 
 
 def check_command_environment(
-    where: Where, path: str, environment: Environment, command: CommandSpec | None
+    where: Where, path: str, environment: Environment, is_command: bool
 ) -> None:
     """Command workloads run locally: a docker or venv environment is refused."""
-    if command is not None and environment.kind != "local":
+    if is_command and environment.kind != "local":
         where.fail(
             path,
             "expected a local environment: a command workload runs on this machine "
@@ -444,7 +446,7 @@ def _cell_from_data(
     trials: int,
     steps: int,
     stop_after: int | None,
-    command: CommandSpec | None,
+    is_command: bool,
 ) -> Cell | None:
     """The cell at `cells[index]`, or None after recording each of its problems."""
     path = f"cells[{index}]"
@@ -514,7 +516,9 @@ def _cell_from_data(
     if cell is None or "command_args" not in data:
         return cell
     args = problems.attempt(
-        lambda: command_args(where, join_path(path, "command_args"), data["command_args"], command)
+        lambda: command_args(
+            where, join_path(path, "command_args"), data["command_args"], is_command
+        )
     )
     return None if args is None else dataclasses.replace(cell, command_args=args)
 
@@ -587,11 +591,11 @@ def invariance_installed() -> bool:
     return importlib.util.find_spec("triton_invariance") is not None
 
 
-def _fingerprint_kernels(where: Where, value: object, command: CommandSpec | None) -> bool:
+def _fingerprint_kernels(where: Where, value: object, is_command: bool) -> bool:
     """The `fingerprint_kernels` flag: a boolean; true only with the extra installed and a
     registered workload."""
     value = boolean(where, "fingerprint_kernels", value)
-    if value and command is not None:
+    if value and is_command:
         # aorta cannot look inside a command's processes: the column would claim "0 changed"
         # without having seen a single kernel.
         where.fail(
@@ -641,7 +645,8 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     )
     confound = problems.attempt(lambda: _confound(where, data.get("confound")))
     confound_raw, threshold, alpha = confound or ({}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA)
-    command = workload[2] if workload is not None else None
+    # Judged by its shape: a command workload with a mistake is still a command workload.
+    is_command = isinstance(data.get("workload"), Mapping)
 
     order: Order = DEFAULT_ORDER
     if "order" in data:
@@ -653,7 +658,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         lambda: stop_after_failures(where, "stop_after", data.get("stop_after"))
     )
     fingerprint = problems.attempt(
-        lambda: _fingerprint_kernels(where, data.get("fingerprint_kernels", False), command)
+        lambda: _fingerprint_kernels(where, data.get("fingerprint_kernels", False), is_command)
     )
 
     executor = problems.attempt(lambda: executor_from_data(where, "executor", data.get("executor")))
@@ -663,7 +668,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     for index, item in enumerate(cells_raw):
         # A bad top-level count still lets each cell be checked (with a stand-in of 1).
         cell = _cell_from_data(
-            where, problems, index, item, reg, trials or 1, steps or 1, stop_after, command
+            where, problems, index, item, reg, trials or 1, steps or 1, stop_after, is_command
         )
         if cell is None:
             continue
@@ -678,7 +683,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     for index, cell in enumerate(cells):
         env_path = f"cells[{index}].environment"
         problems.attempt(
-            partial(check_command_environment, where, env_path, cell.environment, command)
+            partial(check_command_environment, where, env_path, cell.environment, is_command)
         )
     explicit = confound_raw.get("baseline_cell")
     baseline: str | None = None
@@ -699,7 +704,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     problems.raise_if_any()
     # No problem recorded: every value above was produced.
     assert workload is not None and baseline is not None
-    workload_name, source_package, _ = workload
+    workload_name, source_package, command = workload
     assert trials is not None and steps is not None
     return Recipe(
         schema_version=version,

@@ -31,17 +31,17 @@ from aorta.errors import AortaUsageError
 from aorta.runner.models import TrialResult
 from aorta.timestamps import iso_stamp
 from aorta.triage.output import MatrixReport, new_run_dir, write_report
-from aorta.triage.recipe import Recipe, build_recipe_matrix, dump_resolved_yaml
+from aorta.triage.recipe import Recipe, build_recipe_matrix
 from aorta.triage.recipe.executor import SlurmSettings
 from aorta.triage.reporting import CellPlan, MatrixReporter
 from aorta.triage.rundir import (
-    RESOLVED_NAME,
     archive_matrix,
     cell_stats,
     partial_scopes,
     previous_matrix,
     run_dir_lock,
     trials_on_disk,
+    write_run_recipe,
 )
 from aorta.triage.runner import TriageInterrupted, cell_request, stop_rule_met
 from aorta.triage.slurm.config import autoexp_config
@@ -515,7 +515,7 @@ def run_on_slurm(
     hooks.require_slurm()
     moment = now or datetime.now(UTC)
     run_dir, stamp = new_run_dir(output_root, recipe, moment)
-    write_text_atomic(run_dir / RESOLVED_NAME, dump_resolved_yaml(recipe))
+    write_run_recipe(run_dir, recipe)
     with run_dir_lock(run_dir):
         hooks.probe_all(recipe, run_dir)
         driver = hooks.driver(recipe, run_dir, reporter, progress, SlurmState())

@@ -45,7 +45,7 @@ _WATCHED = ("AORTA_TOY_FIX", "AORTA_TOY_PROCESS_FLAG", "AORTA_TOY_EXTRA", "AORTA
 
 
 def _toy(ctx: TrialContext) -> WorkloadOutcome:
-    """Loss = 1/(step+1); diverges (NaN) at AORTA_TOY_FAIL_AT for odd seeds unless fixed.
+    """Loss = (1 + seed/1000)/(step+1); NaN at AORTA_TOY_FAIL_AT for odd seeds unless fixed.
 
     Outcome knobs: AORTA_TOY_RAISE (RuntimeError before any step), AORTA_TOY_RAISE_AT=<step>
     (RuntimeError after that step completed), AORTA_TOY_IMPORT=<module> (imports it first),
@@ -77,7 +77,8 @@ def _toy(ctx: TrialContext) -> WorkloadOutcome:
     for step in range(ctx.steps):
         start = time.perf_counter()
         time.sleep(sleep_s)
-        loss = math.nan if diverges and step == fail_at else 1.0 / (step + 1)
+        # The seed moves the loss, as in a real run: trials are not copies of one another.
+        loss = math.nan if diverges and step == fail_at else (1.0 + ctx.seed / 1000) / (step + 1)
         elapsed = (time.perf_counter() - start) * 1000.0
         ctx.on_step(step, None if math.isnan(loss) else loss, elapsed)
         if step == raise_at:

@@ -9,7 +9,10 @@ matmuls) seeds 0..5 all fail, at steps 16..21.
 Two cures, read from the environment: `DIVERGE_CLIP=0.5` clips the gradient norm (no extra
 cost); `DIVERGE_SUBSTEPS=2` makes two updates of half the learning rate per step (twice the
 compute per step). One line per step, `--format jsonl`
-(`{"step": .., "step_time_ms": .., "loss": ..}`) or `megatron` (Megatron-LM's iteration line).
+(`{"step": .., "step_time_ms": .., "loss": ..}`), `megatron` (Megatron-LM's iteration line) or
+`nanogpt` (nanoGPT's train.py: an eval line `step 0: train loss .., val loss ..` first, then
+`iter N: loss X, time Yms, mfu Z%`, with `mfu -100.00%` for the first 5 iterations; like
+nanoGPT it does not stop at a NaN loss).
 `--out DIR` writes the final loss to DIR/final.txt (an artifact to collect).
 """
 
@@ -30,7 +33,7 @@ def main() -> int:
     parser.add_argument("--lr", type=float, default=0.77)
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--rows", type=int, default=256, help="training examples (one batch)")
-    parser.add_argument("--format", choices=("jsonl", "megatron"), default="jsonl")
+    parser.add_argument("--format", choices=("jsonl", "megatron", "nanogpt"), default="jsonl")
     parser.add_argument("--out", type=Path)
     # cpu: the process's CPU time per step, what the step costs whatever the neighbours on a
     # shared machine do (wall time there also measures them); one thread, so no spin-waits.
@@ -52,6 +55,10 @@ def main() -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr / substeps)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     loss_value = math.nan
+    if args.format == "nanogpt":
+        with torch.no_grad():
+            first = float(torch.nn.functional.mse_loss(model(inputs), target))
+        print(f"step 0: train loss {first:.4f}, val loss {first:.4f}")
     for step in range(1, args.steps + 1):
         start = clock()
         for sub in range(substeps):
@@ -66,6 +73,11 @@ def main() -> int:
         elapsed_ms = (clock() - start) * 1000.0
         if args.format == "jsonl":
             print(json.dumps({"step": step, "step_time_ms": elapsed_ms, "loss": loss_value}))
+        elif args.format == "nanogpt":
+            mfu = -1.0 if step < 5 else 0.0123
+            print(
+                f"iter {step}: loss {loss_value:.4f}, time {elapsed_ms:.2f}ms, mfu {mfu * 100:.2f}%"
+            )
         else:
             print(
                 f" iteration {step:8d}/{args.steps:8d} | consumed samples: {step * 256:12d} |"
@@ -74,7 +86,7 @@ def main() -> int:
                 " loss scale: 1.0 |"
             )
         sys.stdout.flush()
-        if not math.isfinite(loss_value):
+        if not math.isfinite(loss_value) and args.format != "nanogpt":
             break
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
