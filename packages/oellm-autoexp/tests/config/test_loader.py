@@ -314,3 +314,20 @@ def test_fuzz_findings_in_the_config_loader_are_one_line(
         load_config(path)
     message = str(info.value)
     assert "\n" not in message and message.startswith(str(path)) and expected in message
+
+
+def test_override_of_a_key_not_in_the_config_suggests_the_plus_form(tmp_path: Path) -> None:
+    megatron = {
+        **MINIMAL,
+        "backend": {"class_name": "MegatronBackend", "megatron": {"num_layers": 2}},
+    }
+    path = write(tmp_path, megatron)
+    with pytest.raises(ConfigError) as plain:
+        load_config(path, ["backend.megatron_path=/opt/Megatron-LM"])
+    assert "\n" not in str(plain.value)
+    assert str(plain.value).endswith("to add it, write +backend.megatron_path=/opt/Megatron-LM")
+    # a Hydra config name: Hydra's own refusal, on one line, with the same suggestion
+    with pytest.raises(ConfigError) as composed:
+        load_config("autoexp", ["backend=command", "backend.megatron_path=/opt/Megatron-LM"])
+    assert "\n" not in str(composed.value)
+    assert "+backend.megatron_path=/opt/Megatron-LM" in str(composed.value)

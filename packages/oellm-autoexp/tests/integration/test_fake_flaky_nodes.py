@@ -11,6 +11,8 @@ import pytest
 from oellm_autoexp.cli import main
 from oellm_autoexp.monitor import MonitorController
 from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.node_exclusions import load_project_exclusions
+from oellm_autoexp.persistence.store import SessionStore
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 
@@ -126,3 +128,59 @@ def test_exclusion_is_off_with_zero_and_the_list_never_grows_past_the_limit(
     assert store.load(session.session_id).excluded_nodes == []
     assert all(not any("--exclude" in a for a in r.extra_args) for _, r in fake.submissions)
     assert len(fake.submissions) == 3  # the first attempt and both restarts, all on bad01
+
+
+def test_exclusions_are_kept_for_the_project_and_a_later_session_avoids_them_at_once(
+    tmp_path: Path, make_session: Any
+) -> None:
+    monitor = {**FAST, "termination_str": "DONE", "exclude_nodes_after": 2}
+    _run_on_bad_node(tmp_path, make_session, jobs=2, monitor=monitor, policy=RESTART_NODE_ERRORS)
+    state_dir = SessionStore.for_output_dir(tmp_path).state_dir
+    assert load_project_exclusions(state_dir) == ["bad01"]
+
+    # A new session of the same project (same monitoring_state): its FIRST submission already
+    # excludes bad01, so its one job runs once, on good01.
+    later, store, fake = _run_on_bad_node(
+        tmp_path, make_session, jobs=1, monitor=monitor, policy=RESTART_NODE_ERRORS
+    )
+    first_submission = fake.submissions[0][1]
+    assert "--exclude=bad01" in first_submission.extra_args
+    job = next(iter(store.load(later.session_id).jobs.values()))
+    assert [a.metadata.get("nodes") for a in job.attempts] == ["good01"]
+    assert job.state == "completed"
+
+
+def test_a_new_exclusion_is_pushed_into_jobs_still_queued_with_scontrol_update(
+    tmp_path: Path, make_session: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    monitor = {**FAST, "termination_str": "DONE", "exclude_nodes_after": 1}
+    session, store = make_session(
+        tmp_path, jobs=2, array=False, monitor=monitor, policies=[RESTART_NODE_ERRORS]
+    )
+    first, second = (j.slurm_name for j in session.jobs.values())
+
+    def timeline(request: SubmitRequest, jid: str, attempt: int) -> Timeline:
+        job = next(j for j in session.jobs.values() if j.slurm_name == request.job_name)
+        log = resolve_log_path(job.log_path, jid, job.slurm_name)
+        if request.job_name == first and attempt == 0:  # dies with its node at once
+            return Timeline(
+                run_s=5, end_state="NODE_FAIL", exit_code=1, nodes="bad01", log_path=log
+            )
+        # the second job waits in the queue long enough to be updated while it waits
+        pending = 60.0 if request.job_name == second else 0.0
+        return Timeline(
+            pending_s=pending, run_s=5, nodes="good01", log_path=log, log_lines=[(2, "DONE")]
+        )
+
+    clock = FakeClock()
+    fake = FakeSlurmClient(clock, timeline)
+    MonitorController(fake, store, [session], clock=clock).run(
+        sleep=lambda _s: clock.advance(3), max_polls=200
+    )
+    queued_id = next(jid for jid, r in fake.submissions if r.job_name == second)
+    # submitted before bad01 was known: no --exclude on the command line, yet SLURM has it now
+    assert not any(a.startswith("--exclude") for a in fake.jobs[queued_id].request.extra_args)
+    assert fake.show(queued_id)["ExcNodeList"] == "bad01"
+    assert f"queued job(s) {queued_id} now exclude bad01 (scontrol update)" in caplog.text
+    assert {j.state for j in store.load(session.session_id).jobs.values()} == {"completed"}

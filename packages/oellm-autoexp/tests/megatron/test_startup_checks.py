@@ -91,6 +91,22 @@ def test_rules_refuse_options_that_exclude_each_other(schema: ArgSchema) -> None
     assert floor is not None and floor.dest == "min_lr" and "min_lr <= lr" in floor.message
 
 
+def test_rules_refuse_a_sequence_longer_than_the_position_embeddings(schema: ArgSchema) -> None:
+    longer = check_rules(
+        {**ARGS, "seq_length": 4096, "max_position_embeddings": 2048}, schema, world_size=8
+    )
+    assert longer is not None and longer.dest == "seq_length"
+    assert longer.message == (
+        "seq_length 4096 is above max_position_embeddings 2048; Megatron requires "
+        "max_position_embeddings >= seq_length"
+    )
+    assert "\n" not in longer.message
+    equal = {**ARGS, "seq_length": 2048, "max_position_embeddings": 2048}
+    assert check_rules(equal, schema, world_size=8) is None
+    # only max_position_embeddings configured (seq_length from ARGS, 128): fine
+    assert check_rules({**ARGS, "max_position_embeddings": 512}, schema, world_size=8) is None
+
+
 def test_rules_check_parallel_sizes_and_batch_against_the_world_size(schema: ArgSchema) -> None:
     tp3 = check_rules({**ARGS, "tensor_model_parallel_size": 3}, schema, world_size=8)
     assert tp3 is not None and tp3.dest == "tensor_model_parallel_size"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from oellm_autoexp.cli.migrate import register_migrate
 from oellm_autoexp.cli.monitor import register_commands
 from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError, one_line
 
@@ -312,6 +313,7 @@ def _short(value: Any) -> str:
 
 
 register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli.monitor)
+register_migrate(cli)  # migrate (oellm_autoexp.cli.migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -212,8 +212,11 @@ def _apply_override(cfg: Any, override: str, *, source: str) -> None:
         node = OmegaConf.select(cfg, parent) if parent else cfg
         known = list(node.keys()) if hasattr(node, "keys") else []
         hint = closest(key.rpartition(".")[2], [str(k) for k in known])
-        extra = f"; did you mean {hint!r}?" if hint else "; prefix it with + to add it"
-        raise ConfigError(f"override {override!r}: key not in config{extra}", file=source)
+        typo = f"; did you mean {hint!r}?" if hint else ""
+        raise ConfigError(
+            f"override {override!r}: key not in config{typo}; to add it, write +{key}={value_text}",
+            file=source,
+        )
     try:
         value = load_text(value_text) if value_text else ""
     except yaml.YAMLError:
@@ -288,7 +291,12 @@ def _omegaconf_error(exc: Exception, source: str) -> ConfigError:
             file=source,
         )
     message = getattr(exc, "msg", None) or _first_line(exc)
-    return ConfigError(_first_line(message), key=str(key) if key else None, file=source)
+    # A resolver's own error (`oc.eval: ...`) is the message; OmegaConf's wrapper adds nothing.
+    message = _RESOLVER_WRAPPER.sub("", _first_line(message))
+    return ConfigError(message, key=str(key) if key else None, file=source)
+
+
+_RESOLVER_WRAPPER = re.compile(r"^\w+ raised while resolving interpolation: ")
 
 
 def _first_line(exc: object) -> str:

@@ -1,8 +1,10 @@
 """OmegaConf resolvers for derived values in configs: ``${oc.mul:${a},2}``, ``${oc.cdivi:...}``.
 
-The names follow the resolvers megatron-train registered (`oc.mul`, `oc.muli`, `oc.add`, ...),
-so configs written for it keep working. Unlike upstream, a non-numeric argument is an error
-(a config typo must not silently turn into 0 or 1).
+The names follow the resolvers megatron-train and upstream oellm-autoexp registered (`oc.mul`,
+`oc.muli`, `oc.add`, ..., and the text/list helpers in `resolvers_text`), so configs written for
+them keep working. Unlike upstream, a non-numeric argument is an error (a config typo must not
+silently turn into 0 or 1), and `oc.eval` runs the checked evaluator of `sweep.filter`, never
+Python's `eval`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from oellm_autoexp.config.resolvers_text import TEXT_RESOLVERS
 
 
 def _num(value: Any, name: str) -> float:
@@ -114,7 +118,9 @@ def length(value: Any) -> int:
 
 
 def if_(condition: Any, then: Any, otherwise: Any) -> Any:
-    """`then` when condition is truthy, else `otherwise`."""
+    """`then` when condition is truthy, else `otherwise` (the text ``false`` is false: upstream)."""
+    if isinstance(condition, str) and condition.strip().lower() == "false":
+        return otherwise
     return then if condition else otherwise
 
 
@@ -131,6 +137,7 @@ def dict_merge(*mappings: Any) -> dict[str, Any]:
 
 
 RESOLVERS: dict[str, Callable[..., Any]] = {
+    **TEXT_RESOLVERS,
     "oc.mul": mul,
     "oc.muli": muli,
     "oc.add": add,
@@ -154,8 +161,10 @@ RESOLVERS: dict[str, Callable[..., Any]] = {
 def register_resolvers() -> None:
     """Register every resolver with OmegaConf once per process (idempotent).
 
-    Deliberately no `oc.eval` (upstream had one): evaluating config strings as Python would
-    make a YAML file a code-execution vector.
+    `oc.eval` is the checked evaluator of `sweep.filter` (literals, arithmetic, comparisons and
+    a few pure conversions): a YAML file can compute a number with it, never run code.
+    `oc.timestring` is not cached by OmegaConf but by its own function, so every config loaded
+    in one process sees the same time, as upstream.
     """
     from omegaconf import OmegaConf
 

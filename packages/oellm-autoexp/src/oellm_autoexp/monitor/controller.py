@@ -30,6 +30,12 @@ from oellm_autoexp.monitor.classify import (
     succeeded,
 )
 from oellm_autoexp.monitor.log_signals import ON_MATCH_RESTART, SignalHit, read_new_text
+from oellm_autoexp.monitor.node_exclusions import (
+    add_project_exclusions,
+    load_project_exclusions,
+    merged_nodes,
+    queued_job_ids,
+)
 from oellm_autoexp.monitor.node_health import (
     decide_exclusions,
     exclude_argument,
@@ -422,12 +428,34 @@ class MonitorController:
         slurm = rt.session.config.get("slurm") or {}
         return (slurm.get("sbatch") or {}).get("exclude")
 
+    def _excluded(self, rt: _Runtime, project: list[str] | None = None) -> list[str]:
+        """The session's excluded nodes, then the project's (earlier sessions'), bounded."""
+        if project is None:
+            project = load_project_exclusions(self.store.state_dir)
+        nodes = merged_nodes(rt.session.excluded_nodes, project)
+        return nodes[: max(rt.settings.config.max_excluded_nodes, len(rt.session.excluded_nodes))]
+
+    def _share_exclusions(self, added: list[str]) -> None:
+        """Keep new exclusions for the project, and push them into jobs still queued."""
+        project = add_project_exclusions(self.store.state_dir, added)
+        for rt in self._runtimes:
+            queued = queued_job_ids(rt.session.jobs.values())
+            exclude = exclude_argument(self._user_exclude(rt), self._excluded(rt, project))
+            if queued and exclude:
+                updated = self.client.exclude_nodes(queued, exclude)
+                log.warning(
+                    "session %s: queued job(s) %s now exclude %s (scontrol update)",
+                    rt.session.session_id,
+                    ", ".join(updated) or "none (all started meanwhile)",
+                    exclude,
+                )
+
     def _submit_group(self, rt: _Runtime, jobs: list[JobRecord], token: str, now: float) -> int:
         first = jobs[0]
         extra: list[str] = []
         if first.time_limit:
             extra.append(f"--time={first.time_limit}")
-        exclude = exclude_argument(self._user_exclude(rt), rt.session.excluded_nodes)
+        exclude = exclude_argument(self._user_exclude(rt), self._excluded(rt))
         if exclude:
             extra.append(f"--exclude={exclude}")
         after = _dependency_of(first)
@@ -884,6 +912,7 @@ class MonitorController:
                 cfg.exclude_nodes_after,
                 ",".join(decision.nodes),
             )
+            self._share_exclusions(decision.added)
         if decision.over_limit:
             log.warning(
                 "session %s: node(s) %s failed %d times but the exclusion list is full "

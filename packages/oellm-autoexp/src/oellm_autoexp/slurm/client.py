@@ -152,6 +152,15 @@ class SlurmClient(abc.ABC):
     def show(self, job_id: str) -> Mapping[str, str]:
         """``scontrol show job`` as key/value pairs (for `status --details`, not for polling)."""
 
+    def exclude_nodes(self, job_ids: Iterable[str], nodes: str) -> list[str]:
+        """Set the excluded nodes (a hostlist) of queued jobs; return the ids SLURM updated.
+
+        A job that started meanwhile is not updated and not an error. The default updates
+        nothing: a client without a queue (``--local``) has no waiting job to change.
+        """
+        del job_ids, nodes
+        return []
+
 
 def expand_array_spec(spec: str) -> list[int]:
     """Task ids of a SLURM array spec such as ``0-3``, ``1,4,7-9:2`` or ``0-99%10``."""

@@ -82,6 +82,7 @@ class _FakeJob:
     lines_done: set[int] = field(default_factory=set)
     # `--dependency` terms as SLURM reads them: (afterok|afterany|aftercorr, the job waited for).
     after: tuple[tuple[str, _FakeJob], ...] = ()
+    excluded: str | None = None  # set by `scontrol update ... ExcNodeList=` (exclude_nodes)
 
     def started_at(self) -> float | None:
         """When it starts: after `pending_s` and after its dependencies allow (None: not yet
@@ -138,6 +139,12 @@ class _FakeJob:
             array_task_id=self.task,
             nodes=self.timeline.nodes if now >= start else "",
         )
+
+
+def _submitted_exclude(request: SubmitRequest) -> str | None:
+    """The ``--exclude=`` a submission asked for (the last one wins, as in sbatch)."""
+    given = [a.split("=", 1)[1] for a in request.extra_args if a.startswith("--exclude=")]
+    return given[-1] if given else None
 
 
 class FakeSlurmClient(SlurmClient):
@@ -236,6 +243,17 @@ class FakeSlurmClient(SlurmClient):
             if job is not None and (job.ended_at() is None or now < (job.ended_at() or 0)):
                 job.cancelled_at = now
 
+    def exclude_nodes(self, job_ids: Iterable[str], nodes: str) -> list[str]:
+        updated = []
+        now = self.clock()
+        for job_id in sorted(set(job_ids)):
+            self._maybe_fail("scontrol")
+            job = self.jobs.get(job_id)
+            if job is not None and job.info(now).state == "PENDING":
+                job.excluded = nodes
+                updated.append(job_id)
+        return updated
+
     def show(self, job_id: str) -> Mapping[str, str]:
         self._maybe_fail("scontrol")
         job = self.jobs.get(job_id)
@@ -248,6 +266,7 @@ class FakeSlurmClient(SlurmClient):
             "Reason": info.reason,
             "JobName": info.name,
             "Comment": info.comment,
+            "ExcNodeList": job.excluded or _submitted_exclude(job.request) or "(null)",
         }
 
     # -- log writing ----------------------------------------------------------------------

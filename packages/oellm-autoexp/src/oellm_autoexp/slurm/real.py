@@ -279,6 +279,18 @@ class RealSlurmClient(SlurmClient):
             # A job that already ended makes scancel exit non-zero; that is not an error here.
             self._run("scancel", *ids, retry_if=_transient)
 
+    def exclude_nodes(self, job_ids: Iterable[str], nodes: str) -> list[str]:
+        # One `scontrol update` per job: SLURM refuses the whole call when one of several ids
+        # started meanwhile ("Job is no longer pending execution"), which is expected here.
+        updated = []
+        for job_id in sorted(set(job_ids)):
+            result = self._run(
+                "scontrol", "update", f"JobId={job_id}", f"ExcNodeList={nodes}", retry_if=_transient
+            )
+            if result.returncode == 0:
+                updated.append(job_id)
+        return updated
+
     def show(self, job_id: str) -> Mapping[str, str]:
         result = self._run("scontrol", "show", "job", "-o", job_id, retry_if=_transient)
         if result.returncode != 0:

@@ -10,6 +10,11 @@ sweep, e.g. ``model.hidden``); ``+ - * / // % **`` on numbers; unary ``-``, ``+`
 comparisons (chained too) including ``in`` / ``not in`` against a literal list or tuple;
 ``and`` / ``or``; ``x if cond else y``. Each expression must evaluate to true or false.
 Several expressions (a YAML list) must all hold.
+
+`evaluate_expression` runs the same checked evaluator for the ``oc.eval`` resolver, which also
+admits calls of a few pure conversions by bare name (`CALLS`: ``int(x)``, ``round(x, 2)``,
+``min(a, b)``...), because upstream configs compute step counts with them. No other call, no
+attribute, no keyword argument, no name other than those is accepted there either.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from oellm_autoexp.errors import ConfigError
 FILTER_KEY = "sweep.filter"
 # `2 ** 10 ** 10` would run for minutes: integer powers may produce at most this many bits.
 MAX_POWER_BITS = 4096
+MAX_CALL_TEXT = 4096
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -52,6 +58,17 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
 }
 # YAML spellings of the constants, as a param value would be written in the sweep.
 _NAMED_CONSTANTS = {"true": True, "false": False, "null": None, "True": True, "False": False}
+# Pure functions `oc.eval` may call by bare name; the filter admits none.
+CALLS: dict[str, Callable[..., Any]] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "bool": bool,
+    "round": round,
+    "abs": abs,
+    "min": min,
+    "max": max,
+}
 
 
 @dataclass(frozen=True)
@@ -155,8 +172,40 @@ def apply_filters(filters: Sequence[SweepFilter], points: Sequence[Mapping[str, 
     return [i for i, point in enumerate(points) if all(f.keep(point, index=i) for f in filters)]
 
 
-def _check(node: ast.AST, names: set[str], *, key: str, text: str) -> None:
-    """Reject anything outside the whitelist; collect the param names used."""
+def evaluate_expression(text: str, *, key: str) -> Any:
+    """The value of a literal expression (``oc.eval``): checked like a filter, plus `CALLS`.
+
+    Its `${...}` interpolations are already resolved, so it names no params; errors name `key`.
+    """
+    text = str(text)
+    if not text.strip():
+        raise ConfigError("empty expression", key=key)
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ConfigError(f"not a valid expression {text!r}: {exc.msg}", key=key) from None
+    names: set[str] = set()
+    _check(tree, names, key=key, text=text, calls=frozenset(CALLS))
+    unknown = sorted(names - set(_NAMED_CONSTANTS))
+    if unknown:
+        raise ConfigError(
+            f"{text!r} uses the name {unknown[0]!r}; only literals, arithmetic and calls of "
+            f"{', '.join(sorted(CALLS))} are allowed",
+            key=key,
+        )
+    try:
+        return _evaluate(tree, {})
+    except _EvalError as exc:
+        raise ConfigError(f"{exc} in {text!r}", key=key) from None
+
+
+def _check(
+    node: ast.AST, names: set[str], *, key: str, text: str, calls: frozenset[str] = frozenset()
+) -> None:
+    """Reject anything outside the whitelist; collect the param names used.
+
+    `calls`: the names of `CALLS` that may be called (positional arguments only).
+    """
     dotted = _dotted_name(node)
     if dotted is not None:
         names.add(dotted)
@@ -178,15 +227,24 @@ def _check(node: ast.AST, names: set[str], *, key: str, text: str) -> None:
         children = [node.test, node.body, node.orelse]
     elif isinstance(node, ast.List | ast.Tuple):
         children = list(node.elts)
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in calls
+        and not node.keywords
+        and not any(isinstance(arg, ast.Starred) for arg in node.args)
+    ):
+        children = list(node.args)
     else:
         snippet = ast.get_source_segment(text.strip(), node) or type(node).__name__
+        allowed = f"calls of {', '.join(sorted(calls))}" if calls else "sweep param names"
         raise ConfigError(
             f"{text!r}: {snippet!r} is not allowed (only arithmetic, comparisons, and/or/not, "
-            "literals and sweep param names)",
+            f"literals and {allowed})",
             key=key,
         )
     for child in children:
-        _check(child, names, key=key, text=text)
+        _check(child, names, key=key, text=text, calls=calls)
 
 
 def _dotted_name(node: ast.AST) -> str | None:
@@ -262,6 +320,18 @@ def _sequence(node: Any, params: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(_evaluate(item, params) for item in node.elts)
 
 
+def _call(node: Any, params: Mapping[str, Any]) -> Any:
+    # Only names in the fixed `CALLS` table are looked up, never the builtins themselves.
+    function = CALLS.get(node.func.id) if isinstance(node.func, ast.Name) else None
+    if function is None or node.keywords:  # unreachable after `_check`
+        raise _EvalError(f"unexpected call {ast.dump(node.func)}")
+    args = [_evaluate(arg, params) for arg in node.args]
+    for arg in args:  # int("9" * 10**6) and friends: conversions of text stay small
+        if isinstance(arg, str) and len(arg) > MAX_CALL_TEXT:
+            raise _EvalError(f"a text argument of {len(arg)} characters is too long")
+    return _apply(function, *args)
+
+
 _HANDLERS: dict[type[ast.AST], Callable[[Any, Mapping[str, Any]], Any]] = {
     ast.Constant: _constant,
     ast.BoolOp: _bool_op,
@@ -271,6 +341,7 @@ _HANDLERS: dict[type[ast.AST], Callable[[Any, Mapping[str, Any]], Any]] = {
     ast.IfExp: _if_else,
     ast.List: _sequence,
     ast.Tuple: _sequence,
+    ast.Call: _call,
 }
 
 

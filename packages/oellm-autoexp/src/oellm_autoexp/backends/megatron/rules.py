@@ -7,6 +7,8 @@ the micro-batch calculator it feeds) asserts at start-up, i.e. after the queue w
 - options that exclude each other (`EXCLUSIVE`): ``fp16`` / ``bf16``; ``lr_warmup_fraction``
   with ``lr_warmup_iters`` or ``lr_warmup_samples``; ``train_iters`` / ``train_samples``;
 - ``min_lr`` not above ``lr``;
+- ``seq_length`` not above ``max_position_embeddings`` (Megatron-LM asserts it in
+  `validate_args`, whatever the position embedding type);
 - sizes: tensor x pipeline x context parallel size divides the world size, and the global batch
   size is a multiple of micro batch size x data-parallel size (world / (TP x PP x CP)).
 
@@ -86,6 +88,13 @@ def check_rules(
             "min_lr" if "min_lr" in args else "lr",
             f"min_lr {min_lr!r} is above lr {lr!r}; Megatron requires min_lr <= lr",
         )
+    seq_length, max_positions = value("seq_length"), value("max_position_embeddings")
+    if _is_int(seq_length) and _is_int(max_positions) and seq_length > max_positions:
+        return RuleViolation(
+            "seq_length" if "seq_length" in args else "max_position_embeddings",
+            f"seq_length {seq_length} is above max_position_embeddings {max_positions}; "
+            "Megatron requires max_position_embeddings >= seq_length",
+        )
     sizes = [(dest, value(dest)) for dest in PARALLEL_SIZES if dest in schema]
     model = 1
     for _, size in sizes:
@@ -117,3 +126,7 @@ def check_rules(
 def _is_set(value: Any) -> bool:
     # Megatron's "unset" values: None, False, and 0 for the warm-up counters (their default).
     return value is not None and value is not False and value != 0
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
