@@ -460,7 +460,10 @@ def _execute(
                 if resume:
                     report = resume_run(target, reporter=reporter, trust_environments=trust)
                 else:
-                    report = run_recipe(recipe, target, reporter=reporter)
+                    # matplotlib in a child process: the matrix is not kept waiting for it.
+                    report = run_recipe(
+                        recipe, target, reporter=reporter, plot_in_background=True
+                    )
     except TriageInterrupted as exc:
         if loud:
             matrix_md = exc.report.run_dir / "matrix.md"

@@ -68,6 +68,7 @@ class _Session:
     resumed_at: tuple[str, ...] = ()
     earlier_rounds: tuple[tuple[str, ...], ...] = ()  # interleaved rounds of earlier attempts
     digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
+    plot_in_background: bool = False  # see `output.write_report`
 
 
 def cell_request(
@@ -333,7 +334,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         image_digests=dict(session.digests),
     )
     if session.writer:
-        write_report(report)
+        write_report(report, plot_in_background=session.plot_in_background)
     if isinstance(stopped, KeyboardInterrupt):
         raise TriageInterrupted(report)
     if stopped is not None:
@@ -348,6 +349,7 @@ def run_recipe(
     reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
+    plot_in_background: bool = False,
 ) -> MatrixReport:
     """Run `recipe` under `output_root` and return the written report.
 
@@ -356,7 +358,7 @@ def run_recipe(
     and finally `matrix.json` / `matrix.png` / `matrix.md`. Under torchrun every rank runs every
     cell (the workload's collectives need all ranks) and only rank 0 probes and writes; the
     other ranks return an unwritten report whose `run_dir` does not exist. Ctrl-C writes the
-    partial matrix and raises `TriageInterrupted`.
+    partial matrix and raises `TriageInterrupted`. `plot_in_background`: see `write_report`.
     """
     rank, _ = distributed_rank()
     writer = rank == 0
@@ -376,6 +378,7 @@ def run_recipe(
         probe=probe,
         probed=set(),
         earlier={},
+        plot_in_background=plot_in_background,
     )
     partial: list[str] = []
     if not writer:
