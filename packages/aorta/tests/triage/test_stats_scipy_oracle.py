@@ -32,7 +32,9 @@ def test_fisher_matches_scipy_on_every_small_table() -> None:
             assert _close(ours, theirs), (table, ours, theirs)
 
 
-@pytest.mark.parametrize(("a", "n", "b", "m"), [(3, 200, 17, 180), (0, 500, 9, 500), (40, 97, 5, 61)])
+@pytest.mark.parametrize(
+    ("a", "n", "b", "m"), [(3, 200, 17, 180), (0, 500, 9, 500), (40, 97, 5, 61)]
+)
 def test_fisher_matches_scipy_on_large_tables(a: int, n: int, b: int, m: int) -> None:
     theirs = min(1.0, float(scipy_stats.fisher_exact([[a, n - a], [b, m - b]]).pvalue))
     assert _close(fisher_p_value(a, n, b, m), theirs)

@@ -461,9 +461,7 @@ def _execute(
                     report = resume_run(target, reporter=reporter, trust_environments=trust)
                 else:
                     # matplotlib in a child process: the matrix is not kept waiting for it.
-                    report = run_recipe(
-                        recipe, target, reporter=reporter, plot_in_background=True
-                    )
+                    report = run_recipe(recipe, target, reporter=reporter, plot_in_background=True)
     except TriageInterrupted as exc:
         if loud:
             matrix_md = exc.report.run_dir / "matrix.md"

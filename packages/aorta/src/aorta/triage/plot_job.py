@@ -37,7 +37,7 @@ def start(report: MatrixReport, pending_md: str) -> int:
     `pending_md` is the `matrix.md` text just written (with the pending plot line).
     """
     payload = _dumps((report, pending_md))  # before the child exists: a failure leaves none
-    child = subprocess.Popen(  # noqa: S603  # our own interpreter and module, no shell
+    child = subprocess.Popen(  # our own interpreter and module, no shell
         [sys.executable, "-m", "aorta.triage.plot_job"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -80,7 +80,7 @@ def main() -> int:
     """The child: read `(report, pending_md)` from stdin, draw, update the plot line."""
     from aorta.triage.output import draw_plot
 
-    report, pending_md = pickle.loads(sys.stdin.buffer.read())  # noqa: S301  # from our parent
+    report, pending_md = pickle.loads(sys.stdin.buffer.read())  # from our parent
     draw_plot(report, pending_md=pending_md)
     return 0
 
