@@ -33,7 +33,9 @@ __all__ = [
     "fisher_p_value",
     "holm_adjust",
     "paired_ratio",
+    "percentile",
     "rate_difference_interval",
+    "sample_std",
     "trials_needed",
     "wilson_interval",
 ]
@@ -180,20 +182,26 @@ def bootstrap_ratio_interval(
     _check_confidence(confidence)
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
+    finite_pairs = _finite_pairs(cell_times, baseline_times) if paired else []
+    finite_cell = [t for t in cell_times if math.isfinite(t)]
+    finite_base = [t for t in baseline_times if math.isfinite(t)]
+    if paired and (len(finite_pairs) < 2 or math.fsum(b for _, b in finite_pairs) <= 0.0):
+        return None
+    if not paired and (
+        len(finite_cell) < 2 or len(finite_base) < 2 or math.fsum(finite_base) <= 0.0
+    ):
+        return None
+    # numpy only now: a matrix without step times (or with one trial) never pays its import.
     import numpy as np
 
     rng = np.random.default_rng(seed)
     if paired:
-        pairs = np.asarray(_finite_pairs(cell_times, baseline_times), dtype=np.float64)
-        if len(pairs) < 2 or float(pairs[:, 1].sum()) <= 0.0:
-            return None
+        pairs = np.asarray(finite_pairs, dtype=np.float64)
         picks = pairs[rng.integers(0, len(pairs), size=(resamples, len(pairs)))].mean(axis=1)
         cell_means, base_means = picks[:, 0], picks[:, 1]
     else:
-        cell = np.asarray([t for t in cell_times if math.isfinite(t)], dtype=np.float64)
-        base = np.asarray([t for t in baseline_times if math.isfinite(t)], dtype=np.float64)
-        if cell.size < 2 or base.size < 2 or float(base.mean()) <= 0.0:
-            return None
+        cell = np.asarray(finite_cell, dtype=np.float64)
+        base = np.asarray(finite_base, dtype=np.float64)
         # One (resamples x n) index draw per side: vectorised, and memory stays small because
         # the matrix passes per-trial means (a few dozen values), not every step time.
         cell_means = cell[rng.integers(0, cell.size, size=(resamples, cell.size))].mean(axis=1)
@@ -235,6 +243,27 @@ def _finite_pairs(
         for c, b in zip(cell_times, baseline_times, strict=True)
         if math.isfinite(c) and math.isfinite(b)
     ]
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0..100) of non-empty `values`, numpy's default ("linear") method.
+
+    Rank `h = q / 100 * (n - 1)` between sorted neighbours, interpolated as numpy does (from
+    the upper neighbour at or past the midpoint, so the result equals `np.percentile`'s), here
+    without importing numpy for a handful of numbers.
+    """
+    ordered = sorted(values)
+    rank = q / 100.0 * (len(ordered) - 1)  # in numpy's order of operations: same rounding
+    below = math.floor(rank)
+    above = min(below + 1, len(ordered) - 1)
+    a, b, t = ordered[below], ordered[above], rank - below
+    return b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t
+
+
+def sample_std(values: Sequence[float]) -> float:
+    """The sample standard deviation (ddof=1) of two or more `values`, summed with `math.fsum`."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def trials_needed(

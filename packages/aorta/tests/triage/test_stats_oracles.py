@@ -1,7 +1,8 @@
-"""The standard-library statistics in `aorta.triage.stats` agree with scipy's to 1e-12 relative.
+"""The standard-library statistics in `aorta.triage.stats` agree with scipy's / numpy's.
 
-scipy is not imported by the triage run any more (importing `scipy.stats` cost more than a short
-matrix); it stays the oracle here. Exhaustive over small tables, where triage cells live, plus a
+A triage run imports neither scipy nor (without step times to bootstrap) numpy any more:
+importing `scipy.stats` cost more than a short matrix. They stay the oracles here, to 1e-12
+relative. Exhaustive over small tables, where triage cells live, plus a
 few large ones.
 """
 
@@ -9,10 +10,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 
+import numpy as np
 import pytest
 
-from aorta.triage.stats import _normal_quantile, fisher_p_value, wilson_interval
+from aorta.triage.stats import (
+    _normal_quantile,
+    fisher_p_value,
+    percentile,
+    sample_std,
+    wilson_interval,
+)
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
@@ -56,3 +65,13 @@ def test_normal_quantile_matches_scipy() -> None:
     for probability in [1e-12, 1e-6, 0.01, 0.025, 0.2, 0.5, 0.8, 0.9, 0.975, 0.995, 1 - 1e-9]:
         theirs = float(scipy_stats.norm.ppf(probability))
         assert _close(_normal_quantile(probability), theirs), probability
+
+
+def test_percentile_and_std_match_numpy() -> None:
+    rng = random.Random(5)
+    for size in [1, 2, 3, 7, 100, 1001]:
+        values = [rng.lognormvariate(3.0, 0.4) for _ in range(size)]
+        for q in [0, 1, 25, 50, 75, 99, 100]:
+            assert percentile(values, q) == float(np.percentile(values, q)), (size, q)
+        if size > 1:
+            assert _close(sample_std(values), float(np.std(values, ddof=1)))
