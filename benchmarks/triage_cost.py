@@ -10,7 +10,7 @@ Runs, interleaved round by round so that a busy neighbour hits all alike, the ba
 
 (issue 26). Both are figures over the bare command measured in the same run, so a loaded
 machine moves both sides. `matrix.png` is drawn by a child process after the run returns
-(`aorta.triage.plot_job`); the script waits for it between runs, untimed, so that it does not
+(`aorta.cli.plot_job`); the script waits for it between runs, untimed, so that it does not
 slow the next measurement. It also checks, in a separate untimed run, that the matrix's process
 imports no scipy, matplotlib, numpy or torch.
 

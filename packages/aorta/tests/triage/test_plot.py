@@ -11,8 +11,9 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.atomic import write_text_atomic
+from aorta.cli import plot_job
 from aorta.runner.models import TrialResult
-from aorta.triage import plot, plot_job
+from aorta.triage import plot
 from aorta.triage.matrix import Matrix, aggregate_cell, build_matrix, error_cell
 from aorta.triage.output import MatrixReport, draw_plot, render_markdown, write_report
 from aorta.triage.plot import PlotOutcome
@@ -179,7 +180,7 @@ def test_matrix_files_are_on_disk_before_matplotlib_is_imported(
 
 def test_background_plot_is_drawn_by_a_child_and_linked_from_the_table(tmp_path: Path) -> None:
     report = _report(tmp_path)
-    md_path, json_path = write_report(report, plot_in_background=True)
+    md_path, json_path = write_report(report, plot_drawer=plot_job.start)
     assert json.loads(json_path.read_text(encoding="utf-8"))["cells"]  # written before return
     assert plot_job.wait(timeout=120) == [0]
     png = tmp_path / "matrix.png"

@@ -33,7 +33,7 @@ reader-facing ones):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -627,7 +627,13 @@ def _plot_title(report: MatrixReport) -> str:
     return f"Triage matrix \u2014 {recipe.workload}, {ticket}, {report.run_timestamp}{state}"
 
 
-def write_report(report: MatrixReport, *, plot_in_background: bool = False) -> tuple[Path, Path]:
+PlotDrawer = Callable[["MatrixReport", str], object]
+"""Draws a written report's picture elsewhere, given the report and its pending `matrix.md`."""
+
+
+def write_report(
+    report: MatrixReport, *, plot_drawer: PlotDrawer | None = None
+) -> tuple[Path, Path]:
     """Write `matrix.json`, `matrix.md` and `matrix.png`; return `(md_path, json_path)`.
 
     Each is written atomically. They are the only files allowed to replace an earlier version
@@ -636,17 +642,15 @@ def write_report(report: MatrixReport, *, plot_in_background: bool = False) -> t
     picture is being drawn, so that both are on disk before matplotlib is even imported; then
     the picture, after which the table's plot line is rewritten to link it or say why it was
     not drawn (without matplotlib it is not, and the line says how to get it).
-    `plot_in_background` hands the picture to a child process (`aorta.triage.plot_job`) and
-    returns at once: the CLI's runs do, so that matplotlib never delays the matrix.
+    `plot_drawer` is called instead of drawing here: the CLI's runs pass one that hands the
+    picture to a child process (`aorta.cli.plot_job`), so that matplotlib never delays them.
     """
     run_dir = Path(report.run_dir)
     json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
     pending_md = render_markdown(report, PlotOutcome(None, pending=True))
     md_path = write_text_atomic(run_dir / MARKDOWN_NAME, pending_md, overwrite=True)
-    if plot_in_background:
-        from aorta.triage import plot_job
-
-        plot_job.start(report, pending_md)
+    if plot_drawer is not None:
+        plot_drawer(report, pending_md)
     else:
         draw_plot(report)
     return md_path, json_path

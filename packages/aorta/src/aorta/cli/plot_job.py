@@ -3,13 +3,15 @@
 matplotlib costs about a second to import and a few hundred milliseconds to render on the 2-core
 machine: more than a one-trial matrix of a short command costs in all. `aorta triage run` writes
 `matrix.json` and `matrix.md` first (the md's plot line saying the picture is being drawn), then
-`start` hands the report to `python -m aorta.triage.plot_job` on its stdin and returns without
+`start` (the `plot_drawer` the CLI hands to `run_recipe`) gives the report to
+`python -m aorta.cli.plot_job` on its stdin and returns without
 waiting. The child draws the picture (`output.draw_plot`) and rewrites the plot line of
 `matrix.md`, atomically, to link it or say why it was not drawn, but only while `matrix.md` is
 still the text the parent wrote: a newer matrix.md (a resumed run) is never overwritten with an
 older one. If the child dies, the plot line keeps saying how to draw the picture by hand.
 
-The child runs in its own session (a Ctrl-C meant for the next command does not reach it), with
+It lives in the CLI, not in `aorta.triage`, which starts no processes of its own. The child
+runs in its own session (a Ctrl-C meant for the next command does not reach it), with
 stdout and stderr discarded: it has nobody to talk to once the run has exited.
 """
 
@@ -38,7 +40,7 @@ def start(report: MatrixReport, pending_md: str) -> int:
     """
     payload = _dumps((report, pending_md))  # before the child exists: a failure leaves none
     child = subprocess.Popen(  # our own interpreter and module, no shell
-        [sys.executable, "-m", "aorta.triage.plot_job"],
+        [sys.executable, "-m", "aorta.cli.plot_job"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
