@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/cli_startup.py
 	$(BIN)/python benchmarks/runner_overhead.py
 	$(BIN)/python benchmarks/triage_overhead.py
+	$(BIN)/python benchmarks/triage_cost.py
 	$(BIN)/python benchmarks/triage_false_alarms.py
 	$(BIN)/python benchmarks/false_verdicts.py
 	$(BIN)/python benchmarks/command_trial.py

@@ -1,4 +1,4 @@
-"""matrix.png: what the picture shows, atomic writing, and the matrix without matplotlib."""
+"""matrix.png: what it shows, atomic writing, no matplotlib, and never before the matrix."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.atomic import write_text_atomic
+from aorta.cli import plot_job
 from aorta.runner.models import TrialResult
 from aorta.triage import plot
 from aorta.triage.matrix import Matrix, aggregate_cell, build_matrix, error_cell
-from aorta.triage.output import MatrixReport, write_report
+from aorta.triage.output import MatrixReport, draw_plot, render_markdown, write_report
+from aorta.triage.plot import PlotOutcome
 from aorta.triage.reanalysis import reanalyze
 from aorta.triage.recipe import dump_resolved_yaml, recipe_from_flags
 
@@ -151,3 +153,46 @@ def test_reanalysis_draws_the_plot_that_was_missing(
     (archive,) = (tmp_path / "previous").iterdir()
     assert "pip install 'aorta[plot]'" in (archive / "matrix.md").read_text()
     assert "[matrix.png](matrix.png)" in (tmp_path / "matrix.md").read_text()
+
+
+# --- the matrix never waits for the picture ----------------------------------------------
+
+PENDING = "matrix.png is being drawn after the matrix"
+
+
+def test_matrix_files_are_on_disk_before_matplotlib_is_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: dict[str, str] = {}
+
+    def import_matplotlib() -> Any:
+        seen["json"] = (tmp_path / "matrix.json").read_text(encoding="utf-8")
+        seen["md"] = (tmp_path / "matrix.md").read_text(encoding="utf-8")
+        raise ImportError("No module named 'matplotlib'")
+
+    monkeypatch.setattr(plot, "_import_matplotlib", import_matplotlib)
+    md_path, _ = write_report(_report(tmp_path))
+    assert len(json.loads(seen["json"])["cells"]) == 4
+    assert PENDING in seen["md"] and "| tf32_off-local" in seen["md"]
+    final = md_path.read_text(encoding="utf-8")
+    assert PENDING not in final and "pip install 'aorta[plot]'" in final
+
+
+def test_background_plot_is_drawn_by_a_child_and_linked_from_the_table(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    md_path, json_path = write_report(report, plot_drawer=plot_job.start)
+    assert json.loads(json_path.read_text(encoding="utf-8"))["cells"]  # written before return
+    assert plot_job.wait(timeout=120) == [0]
+    png = tmp_path / "matrix.png"
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert md_path.read_text(encoding="utf-8") == render_markdown(report, PlotOutcome(png))
+
+
+def test_a_late_plot_never_replaces_a_newer_table(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    write_report(report)
+    newer = "a newer matrix.md (say, of a resumed run)\n"
+    (tmp_path / "matrix.md").write_text(newer, encoding="utf-8")
+    draw_plot(report, pending_md=render_markdown(report, PlotOutcome(None, pending=True)))
+    assert (tmp_path / "matrix.md").read_text(encoding="utf-8") == newer
+    assert (tmp_path / "matrix.png").exists()

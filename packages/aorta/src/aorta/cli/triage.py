@@ -460,7 +460,12 @@ def _execute(
                 if resume:
                     report = resume_run(target, reporter=reporter, trust_environments=trust)
                 else:
-                    report = run_recipe(recipe, target, reporter=reporter)
+                    from aorta.cli import plot_job
+
+                    # matplotlib in a child process: the matrix is not kept waiting for it.
+                    report = run_recipe(
+                        recipe, target, reporter=reporter, plot_drawer=plot_job.start
+                    )
     except TriageInterrupted as exc:
         if loud:
             matrix_md = exc.report.run_dir / "matrix.md"

@@ -15,7 +15,7 @@ Aggregation choices the spec leaves open, made here:
   (passed or failed): a failing trial's steps were still executed at that speed. Non-finite step
   times are left out of the statistics (one NaN would poison every mean) but kept in the raw data.
 - `std_step_time_ms` is the sample standard deviation (ddof=1); None with fewer than 2 samples.
-  Percentiles use numpy's default linear interpolation.
+  Percentiles use numpy's default linear interpolation (`stats.percentile`, without numpy).
 - `nan_rate = failed_count / (passed_count + failed_count)` (measured trials, so one failing
   trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
 - Trials that are copies of one run (identical loss traces or logs) are not independent
@@ -294,8 +294,6 @@ def aggregate_cell(
             f"no trial results ({trials_requested} requested)",
             trials_requested=trials_requested,
         )
-    import numpy as np
-
     ordered = sorted(results, key=lambda r: r.trial_id)
     trials = tuple(
         TrialSummary(
@@ -322,10 +320,10 @@ def aggregate_cell(
     errors = tuple(_error_reason(r) for r in ordered if r.errored)
     passed = sum(1 for r in measured if r.passed)
     failed = len(measured) - passed
-    pooled = np.asarray(_finite(t for r in measured for t in r.step_times_ms), dtype=np.float64)
+    pooled = _finite(t for r in measured for t in r.step_times_ms)
     trial_means = [m for m in (t.mean_step_time_ms for t in trials if t.measured) if m is not None]
     walls = _finite(r.wall_clock_sec for r in measured)
-    has_times = pooled.size > 0
+    has_times = bool(pooled)
     return CellStats(
         name=name,
         trials_requested=trials_requested,
@@ -335,9 +333,9 @@ def aggregate_cell(
         nan_rate=failed / len(measured) if measured else None,
         # The mean of the trials' means: the quantity the ratio and its interval are built on.
         mean_step_time_ms=math.fsum(trial_means) / len(trial_means) if trial_means else None,
-        std_step_time_ms=float(pooled.std(ddof=1)) if pooled.size > 1 else None,
-        p50_step_time_ms=float(np.percentile(pooled, 50)) if has_times else None,
-        p99_step_time_ms=float(np.percentile(pooled, 99)) if has_times else None,
+        std_step_time_ms=stats.sample_std(pooled) if len(pooled) > 1 else None,
+        p50_step_time_ms=stats.percentile(pooled, 50) if has_times else None,
+        p99_step_time_ms=stats.percentile(pooled, 99) if has_times else None,
         mean_wall_clock_sec=math.fsum(walls) / len(walls) if walls else None,
         failures=tuple(_failure_reason(r) for r in measured if not r.passed),
         trials=trials,

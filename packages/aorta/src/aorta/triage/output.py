@@ -33,7 +33,7 @@ reader-facing ones):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
@@ -447,6 +447,11 @@ def _count_line(label: str, default: int, overrides: dict[str, int]) -> str:
 def _plot_line(plot: PlotOutcome | None) -> list[str]:
     if plot is None:
         return []
+    if plot.pending:
+        return [
+            f"**Plot**: {PLOT_NAME} is being drawn after the matrix; this line links it once it "
+            "is on disk (if it never does, `aorta triage matrix <this run dir>` draws it)"
+        ]
     if plot.path is not None:
         return [
             f"**Plot**: [{PLOT_NAME}]({PLOT_NAME}) (step time per cell with the baseline and "
@@ -622,17 +627,44 @@ def _plot_title(report: MatrixReport) -> str:
     return f"Triage matrix \u2014 {recipe.workload}, {ticket}, {report.run_timestamp}{state}"
 
 
-def write_report(report: MatrixReport) -> tuple[Path, Path]:
-    """Write `matrix.json`, `matrix.png` and `matrix.md`; return `(md_path, json_path)`.
+PlotDrawer = Callable[["MatrixReport", str], object]
+"""Draws a written report's picture elsewhere, given the report and its pending `matrix.md`."""
+
+
+def write_report(
+    report: MatrixReport, *, plot_drawer: PlotDrawer | None = None
+) -> tuple[Path, Path]:
+    """Write `matrix.json`, `matrix.md` and `matrix.png`; return `(md_path, json_path)`.
 
     Each is written atomically. They are the only files allowed to replace an earlier version
     of themselves: an interrupted run rewrites its partial matrix. JSON goes first so that a
-    crash never leaves a table without its data; the picture comes before the table, which
-    says whether it was drawn (without matplotlib it is not, and the table says how to get it).
+    crash never leaves a table without its data; then the table, whose plot line says the
+    picture is being drawn, so that both are on disk before matplotlib is even imported; then
+    the picture, after which the table's plot line is rewritten to link it or say why it was
+    not drawn (without matplotlib it is not, and the line says how to get it).
+    `plot_drawer` is called instead of drawing here: the CLI's runs pass one that hands the
+    picture to a child process (`aorta.cli.plot_job`), so that matplotlib never delays them.
     """
     run_dir = Path(report.run_dir)
     json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
-    plot = write_plot(report.matrix, run_dir, title=_plot_title(report))
-    md = render_markdown(report, plot)
-    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, md, overwrite=True)
+    pending_md = render_markdown(report, PlotOutcome(None, pending=True))
+    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, pending_md, overwrite=True)
+    if plot_drawer is not None:
+        plot_drawer(report, pending_md)
+    else:
+        draw_plot(report)
     return md_path, json_path
+
+
+def draw_plot(report: MatrixReport, *, pending_md: str | None = None) -> None:
+    """Draw `matrix.png` of a written report, then rewrite `matrix.md`'s plot line to match.
+
+    With `pending_md` (a child process drawing after its parent moved on) the table is
+    rewritten only while it still reads `pending_md`: a newer table is never replaced.
+    """
+    run_dir = Path(report.run_dir)
+    plot = write_plot(report.matrix, run_dir, title=_plot_title(report))
+    md_path = run_dir / MARKDOWN_NAME
+    if pending_md is not None and md_path.read_text(encoding="utf-8") != pending_md:
+        return
+    write_text_atomic(md_path, render_markdown(report, plot), overwrite=True)

@@ -42,10 +42,11 @@ _DPI = 110
 
 @dataclass(frozen=True)
 class PlotOutcome:
-    """Whether `matrix.png` was drawn (`path`) and, if not, why (`reason`)."""
+    """Whether `matrix.png` was drawn (`path`) and, if not, why (`reason`) or that it will be."""
 
     path: Path | None
     reason: str | None = None
+    pending: bool = False  # not drawn yet: the table is written before the picture
 
 
 def _import_matplotlib() -> Any:

@@ -30,7 +30,13 @@ from aorta.runner.trials import TrialSessionLike, distributed_rank, open_trials,
 from aorta.timestamps import iso_stamp
 from aorta.triage.inflight import settle_trials_in_flight
 from aorta.triage.matrix import NOT_RUN, CellStats, error_cell
-from aorta.triage.output import MatrixReport, cell_dir, new_run_dir, write_report
+from aorta.triage.output import (
+    MatrixReport,
+    PlotDrawer,
+    cell_dir,
+    new_run_dir,
+    write_report,
+)
 from aorta.triage.recipe import Cell, Recipe, build_recipe_matrix
 from aorta.triage.recipe.trust import check_run_trust
 from aorta.triage.reporting import CellPlan, MatrixReporter, NullMatrixReporter
@@ -68,6 +74,7 @@ class _Session:
     resumed_at: tuple[str, ...] = ()
     earlier_rounds: tuple[tuple[str, ...], ...] = ()  # interleaved rounds of earlier attempts
     digests: dict[str, str] = field(default_factory=dict)  # docker environment -> image digest
+    plot_drawer: PlotDrawer | None = None  # see `output.write_report`
 
 
 def cell_request(
@@ -333,7 +340,7 @@ def _run_cells(session: _Session, partial: list[str]) -> MatrixReport:
         image_digests=dict(session.digests),
     )
     if session.writer:
-        write_report(report)
+        write_report(report, plot_drawer=session.plot_drawer)
     if isinstance(stopped, KeyboardInterrupt):
         raise TriageInterrupted(report)
     if stopped is not None:
@@ -348,6 +355,7 @@ def run_recipe(
     reporter: MatrixReporter | None = None,
     probe: Probe = collect_env,
     now: datetime | None = None,
+    plot_drawer: PlotDrawer | None = None,
 ) -> MatrixReport:
     """Run `recipe` under `output_root` and return the written report.
 
@@ -356,7 +364,7 @@ def run_recipe(
     and finally `matrix.json` / `matrix.png` / `matrix.md`. Under torchrun every rank runs every
     cell (the workload's collectives need all ranks) and only rank 0 probes and writes; the
     other ranks return an unwritten report whose `run_dir` does not exist. Ctrl-C writes the
-    partial matrix and raises `TriageInterrupted`.
+    partial matrix and raises `TriageInterrupted`. `plot_drawer`: see `write_report`.
     """
     rank, _ = distributed_rank()
     writer = rank == 0
@@ -376,6 +384,7 @@ def run_recipe(
         probe=probe,
         probed=set(),
         earlier={},
+        plot_drawer=plot_drawer,
     )
     partial: list[str] = []
     if not writer:

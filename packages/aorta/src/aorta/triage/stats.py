@@ -13,22 +13,29 @@ Every matrix cell reports
 and, when no cell differs significantly from the baseline, the matrix says how many trials per cell
 would detect the observed difference (`trials_needed`).
 
-The statistics themselves come from scipy / numpy; this module only adapts them to the matrix's
-data and pins down the edge cases. scipy and numpy are imported inside the functions so that merely
-importing this module (or `aorta.triage.matrix`) never pays for them; `aorta --help` must not.
+Fisher's test, the Wilson interval and the normal quantiles are computed here from the standard
+library (exact integer hypergeometric sums; `statistics.NormalDist` for quantiles): importing
+`scipy.stats` costs 1.4-1.7 s on the 2-core machine, more than a whole one-trial matrix of a
+short command should. The test suite checks them against scipy to 1e-12 relative. The bootstrap
+uses numpy, imported inside the function (aggregation imports it anyway), so that merely importing
+this module (or `aorta.triage.matrix`) never pays for it; `aorta --help` must not.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
+from statistics import NormalDist
 
 __all__ = [
     "bootstrap_ratio_interval",
     "fisher_p_value",
     "holm_adjust",
     "paired_ratio",
+    "percentile",
     "rate_difference_interval",
+    "sample_std",
     "trials_needed",
     "wilson_interval",
 ]
@@ -50,17 +57,27 @@ def wilson_interval(failures: int, trials: int, confidence: float = 0.95) -> tup
     """The Wilson score interval for a failure rate of `failures` out of `trials`.
 
     Wilson rather than the normal ("Wald") interval because triage cells hold few trials and
-    rates at or near 0 % / 100 %, where Wald collapses to a zero-width interval. Computed by
-    `scipy.stats.binomtest(...).proportion_ci(method="wilson")`. Raises `ValueError` for
-    `trials < 1` (there is no rate to bound) or `failures` outside `0..trials`.
+    rates at or near 0 % / 100 %, where Wald collapses to a zero-width interval. Newcombe's
+    (1998) closed form, as `scipy.stats.binomtest(...).proportion_ci(method="wilson")` computes
+    it (a bound at 0 failures is exactly 0, at `trials` failures exactly 1). Raises `ValueError`
+    for `trials < 1` (there is no rate to bound) or `failures` outside `0..trials`.
     """
     _check_counts(failures, trials, "wilson_interval")
     _check_confidence(confidence)
-    from scipy.stats import binomtest  # type: ignore[import-untyped]  # scipy ships no stubs
-
-    ci = binomtest(failures, trials).proportion_ci(confidence_level=confidence, method="wilson")
+    z = _normal_quantile(0.5 + 0.5 * confidence)
+    rate = failures / trials
+    denom = 2.0 * (trials + z**2)
+    center = (2.0 * trials * rate + z**2) / denom
+    delta = z / denom * math.sqrt(4.0 * trials * rate * (1.0 - rate) + z**2)
+    low = 0.0 if failures == 0 else center - delta
+    high = 1.0 if failures == trials else center + delta
     # Clamp: the closed form can land a hair outside [0, 1] in floating point.
-    return max(0.0, float(ci.low)), min(1.0, float(ci.high))
+    return max(0.0, low), min(1.0, high)
+
+
+def _normal_quantile(probability: float) -> float:
+    """The standard normal quantile (Wichura's AS241, accurate to about 1e-16)."""
+    return NormalDist().inv_cdf(probability)
 
 
 def fisher_p_value(
@@ -70,18 +87,24 @@ def fisher_p_value(
 
     The 2x2 table is (failed, passed) x (cell, baseline). Exact rather than chi-squared because
     the counts are small (a handful of trials per cell). Raises `ValueError` on impossible counts.
+
+    With the margins fixed, the cell's failure count x follows a hypergeometric law; the p-value
+    is the total probability of every x no more likely than the observed one (the definition
+    `scipy.stats.fisher_exact` uses). The probabilities are compared and summed as exact
+    integers (binomial coefficients over a common denominator), so ties are exact ties rather
+    than a float tolerance, and the sum is rounded to float once.
     """
     _check_counts(cell_failures, cell_trials, "fisher_p_value (cell)")
     _check_counts(base_failures, base_trials, "fisher_p_value (baseline)")
-    from scipy.stats import fisher_exact
-
-    table = [
-        [cell_failures, cell_trials - cell_failures],
-        [base_failures, base_trials - base_failures],
+    failures = cell_failures + base_failures
+    # Weight of x cell failures (the denominator comb(all trials, failures) is common to all).
+    weights = [
+        math.comb(cell_trials, x) * math.comb(base_trials, failures - x)
+        for x in range(max(0, failures - base_trials), min(failures, cell_trials) + 1)
     ]
-    result = fisher_exact(table, alternative="two-sided")
-    # scipy may return a p a few ulps above 1 for identical rows; a probability stays <= 1.
-    return min(1.0, float(result.pvalue))
+    observed = math.comb(cell_trials, cell_failures) * math.comb(base_trials, base_failures)
+    extreme = sum(w for w in weights if w <= observed)
+    return min(1.0, float(Fraction(extreme, sum(weights))))
 
 
 def holm_adjust(p_values: Sequence[float | None]) -> list[float | None]:
@@ -159,20 +182,26 @@ def bootstrap_ratio_interval(
     _check_confidence(confidence)
     if resamples < 1:
         raise ValueError(f"resamples must be >= 1, got {resamples}")
+    finite_pairs = _finite_pairs(cell_times, baseline_times) if paired else []
+    finite_cell = [t for t in cell_times if math.isfinite(t)]
+    finite_base = [t for t in baseline_times if math.isfinite(t)]
+    if paired and (len(finite_pairs) < 2 or math.fsum(b for _, b in finite_pairs) <= 0.0):
+        return None
+    if not paired and (
+        len(finite_cell) < 2 or len(finite_base) < 2 or math.fsum(finite_base) <= 0.0
+    ):
+        return None
+    # numpy only now: a matrix without step times (or with one trial) never pays its import.
     import numpy as np
 
     rng = np.random.default_rng(seed)
     if paired:
-        pairs = np.asarray(_finite_pairs(cell_times, baseline_times), dtype=np.float64)
-        if len(pairs) < 2 or float(pairs[:, 1].sum()) <= 0.0:
-            return None
+        pairs = np.asarray(finite_pairs, dtype=np.float64)
         picks = pairs[rng.integers(0, len(pairs), size=(resamples, len(pairs)))].mean(axis=1)
         cell_means, base_means = picks[:, 0], picks[:, 1]
     else:
-        cell = np.asarray([t for t in cell_times if math.isfinite(t)], dtype=np.float64)
-        base = np.asarray([t for t in baseline_times if math.isfinite(t)], dtype=np.float64)
-        if cell.size < 2 or base.size < 2 or float(base.mean()) <= 0.0:
-            return None
+        cell = np.asarray(finite_cell, dtype=np.float64)
+        base = np.asarray(finite_base, dtype=np.float64)
         # One (resamples x n) index draw per side: vectorised, and memory stays small because
         # the matrix passes per-trial means (a few dozen values), not every step time.
         cell_means = cell[rng.integers(0, cell.size, size=(resamples, cell.size))].mean(axis=1)
@@ -216,6 +245,27 @@ def _finite_pairs(
     ]
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The `q`-th percentile (0..100) of non-empty `values`, numpy's default ("linear") method.
+
+    Rank `h = q / 100 * (n - 1)` between sorted neighbours, interpolated as numpy does (from
+    the upper neighbour at or past the midpoint, so the result equals `np.percentile`'s), here
+    without importing numpy for a handful of numbers.
+    """
+    ordered = sorted(values)
+    rank = q / 100.0 * (len(ordered) - 1)  # in numpy's order of operations: same rounding
+    below = math.floor(rank)
+    above = min(below + 1, len(ordered) - 1)
+    a, b, t = ordered[below], ordered[above], rank - below
+    return b - (b - a) * (1.0 - t) if t >= 0.5 else a + (b - a) * t
+
+
+def sample_std(values: Sequence[float]) -> float:
+    """The sample standard deviation (ddof=1) of two or more `values`, summed with `math.fsum`."""
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def trials_needed(
     p_base: float, p_cell: float, alpha: float = 0.05, power: float = 0.8
 ) -> int | None:
@@ -245,10 +295,8 @@ def trials_needed(
     delta = abs(p_base - p_cell)
     if delta == 0.0:
         return None
-    from scipy.stats import norm
-
-    z_alpha = float(norm.ppf(1.0 - alpha / 2.0))
-    z_power = float(norm.ppf(power))
+    z_alpha = _normal_quantile(1.0 - alpha / 2.0)
+    z_power = _normal_quantile(power)
     p_bar = (p_base + p_cell) / 2.0
     numerator = z_alpha * math.sqrt(2.0 * p_bar * (1.0 - p_bar)) + z_power * math.sqrt(
         p_base * (1.0 - p_base) + p_cell * (1.0 - p_cell)
