@@ -6,7 +6,9 @@ must answer within seconds: exit 2 with one line (no traceback, no gigabytes), o
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -110,3 +112,62 @@ def test_duplicate_cell_names_among_many_are_still_found(
     assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 2
     line = _one_line(capsys)
     assert "cells[9999].name: expected a unique cell name" in line and "c0" in line
+
+
+def test_a_confound_threshold_of_400_digits_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _recipe(tmp_path, "toy", confound={"threshold": int("9" * 400)})
+    assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 2
+    line = _one_line(capsys)
+    assert "confound.threshold: expected a finite number >= 1.0" in line and str(path) in line
+
+
+def _full_disk_for(monkeypatch: pytest.MonkeyPatch, prefix: str) -> None:
+    """Fault injection at the OS boundary: fsync of a temp file named `prefix...` fails with
+    ENOSPC, as it does on a full (or over-quota, delayed-allocation) file system."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if Path(f"/proc/self/fd/{fd}").readlink().name.startswith(prefix):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _command_run(tmp_path: Path) -> Path:
+    """A real one-trial command-workload run; its run directory."""
+    path = _recipe(tmp_path, {"command": [sys.executable, "-c", "print('step 1 time 5 ms')"]})
+    assert main(["triage", "run", "--recipe", str(path), "--output-dir", str(tmp_path / "o")]) < 2
+    (run_dir,) = [p.parent for p in (tmp_path / "o").rglob("recipe.resolved.yaml")]
+    return run_dir
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name an fd")
+def test_triage_matrix_on_a_full_disk_is_one_line_and_keeps_the_old_matrix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _command_run(tmp_path)
+    old_md = (run_dir / "matrix.md").read_text()
+    capsys.readouterr()
+    _full_disk_for(monkeypatch, ".matrix.md.")
+    assert main(["triage", "matrix", str(run_dir), "--confound-threshold", "2"]) == 2
+    line = _one_line(capsys)
+    assert str(run_dir / "matrix.md") in line and "No space left on device" in line
+    assert (run_dir / "matrix.md").read_text() == old_md  # never left without a matrix
+    (archive,) = (run_dir / "previous").iterdir()
+    assert (archive / "matrix.md").read_text() == old_md
+    assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]  # no stray temp file
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc to name an fd")
+def test_triage_run_on_a_full_disk_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _full_disk_for(monkeypatch, ".trial_0.json.")
+    path = _recipe(tmp_path, {"command": [sys.executable, "-c", "print('step 1 time 5 ms')"]})
+    code = main(["triage", "run", "--recipe", str(path), "--output-dir", str(tmp_path / "o")])
+    line = _one_line(capsys)
+    assert code == 2
+    assert "trial_0.json: cannot write: No space left on device" in line

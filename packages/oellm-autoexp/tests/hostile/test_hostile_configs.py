@@ -543,3 +543,14 @@ def test_a_plain_group_file_through_hydra_searchpath_still_plans(
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "from_searchpath" in out + err
+
+
+def test_an_output_dir_below_a_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "main.yaml").write_text(yaml.safe_dump(_config()))
+    argv = ["plan", str(tmp_path / "main.yaml"), "--test-only", "never"]
+    code = main([*argv, "project.base_output_dir=/dev/null/x"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("oellm-autoexp: error: cannot write the plan: /dev/null/x: Not a dir")
