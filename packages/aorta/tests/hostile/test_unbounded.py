@@ -171,3 +171,27 @@ def test_triage_run_on_a_full_disk_is_one_line_exit_2(
     line = _one_line(capsys)
     assert code == 2
     assert "trial_0.json: cannot write: No space left on device" in line
+
+
+def test_a_recipe_that_is_a_directory_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "dir_instead.yaml"
+    path.mkdir()
+    assert main(["triage", "run", "--recipe", str(path), "--dry-run"]) == 2
+    line = _one_line(capsys)
+    assert str(path) in line and "not a regular file" in line
+
+
+@pytest.mark.parametrize("planted", ["cells/c0/trial_0.json", "host_env.json"])
+def test_triage_matrix_with_a_directory_in_place_of_a_result_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
+) -> None:
+    run_dir = _command_run(tmp_path)
+    target = run_dir / planted
+    target.unlink()
+    target.mkdir()
+    capsys.readouterr()
+    assert main(["triage", "matrix", str(run_dir)]) == 2
+    line = _one_line(capsys)
+    assert str(target) in line and "not a regular file" in line
