@@ -535,8 +535,9 @@ def test_a_hydra_searchpath_interpolation_is_refused(
 
 
 def test_a_plain_group_file_through_hydra_searchpath_still_plans(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)  # the plan goes to ./out
     bomb = _searchpath_tree(tmp_path, [f"file://{tmp_path / 'extra'}"])
     bomb.write_text("# @package _global_\nproject:\n  name: from_searchpath\n")
     code = main(["plan", str(tmp_path / "conf" / "main.yaml"), "--test-only", "never"])
