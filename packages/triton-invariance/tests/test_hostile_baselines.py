@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -128,3 +130,43 @@ def test_fuzzed_baselines_are_a_baseline_error_or_valid(
         read_baseline_file(path)
     except BaselineError as exc:
         assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
+
+
+@pytest.mark.parametrize("field", ["kernel_name", "signature_hash"])
+def test_a_trailing_newline_in_a_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
+    doc = _valid(tmp_path)
+    doc[field] += "\n"
+    bad = tmp_path / f"my_kernel_{SIG}.json"
+    bad.write_text(json.dumps(doc))
+    assert main(["show", str(bad)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"{field}: expected" in line and str(bad) in line
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero-link", "directory"])
+@pytest.mark.parametrize("command", ["show", "check"])
+def test_a_non_regular_baseline_is_refused_without_blocking(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, command: str
+) -> None:
+    """A FIFO would block `show`/`check` forever; a link to /dev/zero would read gigabytes."""
+    current = tmp_path / "current"
+    commit_invariance("my_kernel", SIG, sample_inv(), config_hash="c", base=current)
+    baselines = tmp_path / "baselines"
+    baselines.mkdir()
+    planted = baselines / f"my_kernel_{SIG}.json"
+    if kind == "fifo":
+        os.mkfifo(planted)
+    elif kind == "dev-zero-link":
+        planted.symlink_to("/dev/zero")
+    else:
+        planted.mkdir()
+    argv = ["show", str(planted)] if command == "show" else ["check", str(current)]
+    started = time.monotonic()
+    code = main([*argv, "--dir", str(baselines)] if command == "check" else argv)
+    assert time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert str(planted) in line and "not a regular file" in line, line

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from aorta.errors import AortaUsageError, OutputExistsError
+from aorta.errors import AortaUsageError, OutputExistsError, OutputWriteError
 
 
 def _process_umask() -> int:
@@ -34,8 +34,22 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> P
     """Write `data` to `path` atomically.
 
     With `overwrite=False` (the default) an existing `path` is never replaced: the final step
-    is a hard link, which fails if the name exists, and `OutputExistsError` is raised.
+    is a hard link, which fails if the name exists, and `OutputExistsError` is raised. Any
+    other failure (a full disk, a quota, a parent that is a file) is `OutputWriteError`, one
+    line naming `path`; an earlier file under that name is left as it was.
     """
+    try:
+        return _write_bytes_atomic(path, data, overwrite=overwrite)
+    except OutputExistsError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        error = OutputWriteError(f"{path}: cannot write: {reason}")
+        error.errno = exc.errno  # still tells ENOSPC from EACCES to code that asks
+        raise error from None
+
+
+def _write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)

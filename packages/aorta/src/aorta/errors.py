@@ -60,6 +60,14 @@ class OutputExistsError(AortaUsageError):
     """A result file or run directory already exists; aorta never overwrites results."""
 
 
+class OutputWriteError(AortaUsageError, OSError):
+    """A result file could not be written (disk full, quota, read-only, not a directory).
+
+    Still an `OSError`, so code that tolerates a failed write keeps doing so; uncaught, the
+    CLI prints its one line (the path and the reason) and exits 2 instead of a traceback.
+    """
+
+
 class EnvironmentUnavailableError(AortaError):
     """A whole environment cannot run trials (engine down, kind not dispatchable).
 

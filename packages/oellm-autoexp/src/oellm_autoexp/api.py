@@ -144,6 +144,8 @@ def plan(
         notes = write_plan(result, test_only=test_only or root.slurm.test_only)
     except ConfigError as exc:  # name the config it came from, unless it names its own file
         raise (exc.with_file(source) if source else exc) from None
+    except OSError as exc:  # e.g. base_output_dir=/dev/null/x, a full disk: one line, exit 2
+        raise _write_error(exc, root.project.base_output_dir) from None
     if source is not None:  # provenance.json next to plan.json: where this plan came from
         from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
 
@@ -151,10 +153,22 @@ def plan(
         record = collect_provenance(
             given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
         )
-        write_provenance(result.plan.plan_dir, record)
+        try:
+            write_provenance(result.plan.plan_dir, record)
+        except OSError as exc:
+            raise _write_error(exc, root.project.base_output_dir) from None
     for note in notes:
         (say.warning if note.startswith("warning") else say.info)(note)
     return result
+
+
+def _write_error(exc: OSError, output_dir: object) -> AutoexpUsageError:
+    """A failed plan write as one line naming the path and the reason (no traceback)."""
+    where = exc.filename if exc.filename is not None else output_dir
+    return AutoexpUsageError(
+        f"cannot write the plan: {where}: {exc.strerror or exc} "
+        f"(project.base_output_dir is {output_dir})"
+    )
 
 
 # `submit(if_active=...)`: what to do when an earlier session of the same plan is active.

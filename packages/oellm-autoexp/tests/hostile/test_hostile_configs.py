@@ -492,3 +492,66 @@ def test_a_sweep_base_with_a_number_as_key_is_one_line(
     assert err.endswith(
         "c.yaml: sweep.base: expected parameter names (text) as keys, got int 1410\n"
     )
+
+
+def _searchpath_tree(tmp_path: Path, searchpath: list[str] | None) -> Path:
+    """main.yaml selecting `grp: bomb`, a file only the search-path folder `extra` has."""
+    extra = tmp_path / "extra"
+    (extra / "grp").mkdir(parents=True)
+    (extra / "grp" / "bomb.yaml").write_text(_billion_laughs())
+    config = tmp_path / "conf"
+    config.mkdir()
+    hydra = {"hydra": {"searchpath": searchpath}} if searchpath is not None else {}
+    (config / "main.yaml").write_text(
+        yaml.safe_dump({"defaults": ["_self_", {"grp": "bomb"}], **hydra, **_config()})
+    )
+    return extra / "grp" / "bomb.yaml"
+
+
+@pytest.mark.parametrize("form", ["file-url", "plain-path", "command-line"])
+def test_an_alias_bomb_found_through_hydra_searchpath_is_refused(tmp_path: Path, form: str) -> None:
+    """Hydra reads group files from `hydra.searchpath` folders with its own loader; they must
+    pass ours first (a 10^6-node bomb there hung `plan` for minutes)."""
+    extra = str(tmp_path / "extra")
+    entry = {"file-url": f"file://{extra}", "plain-path": extra, "command-line": "pkg://nowhere"}
+    bomb = _searchpath_tree(tmp_path, [entry[form]])
+    args = [f"hydra.searchpath=[file://{extra}]"] if form == "command-line" else []
+    started = time.monotonic()
+    done = _plan_subprocess(tmp_path / "conf", "--test-only", "never", *args)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"oellm-autoexp: error: {bomb}:7:4: more YAML nodes"), done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_hydra_searchpath_interpolation_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _searchpath_tree(tmp_path, ["file://${oc.env:HOME}/configs"])
+    code = main(["plan", str(tmp_path / "conf" / "main.yaml"), "--test-only", "never"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "hydra.searchpath" in err and "is an interpolation" in err
+
+
+def test_a_plain_group_file_through_hydra_searchpath_still_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the plan goes to ./out
+    bomb = _searchpath_tree(tmp_path, [f"file://{tmp_path / 'extra'}"])
+    bomb.write_text("# @package _global_\nproject:\n  name: from_searchpath\n")
+    code = main(["plan", str(tmp_path / "conf" / "main.yaml"), "--test-only", "never"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "from_searchpath" in out + err
+
+
+def test_an_output_dir_below_a_file_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "main.yaml").write_text(yaml.safe_dump(_config()))
+    argv = ["plan", str(tmp_path / "main.yaml"), "--test-only", "never"]
+    code = main([*argv, "project.base_output_dir=/dev/null/x"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("oellm-autoexp: error: cannot write the plan: /dev/null/x: Not a dir")

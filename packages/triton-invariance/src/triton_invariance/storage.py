@@ -20,6 +20,7 @@ import json
 import os
 import re
 import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +42,13 @@ DEFAULT_BASELINE_DIR = Path("baselines") / "numerical_invariance"
 LOCK_NAME = ".triton-invariance.lock"
 _LOCK_TIMEOUT_S = 60.0
 # Kernel names are Python identifiers; anything else could escape the directory or clash.
-_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SAFE_HASH = re.compile(r"^[0-9a-f]{8,64}$")
+# Matched with `fullmatch`: `$` alone would let a trailing newline through into file names
+# and printed lines.
+_SAFE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SAFE_HASH = re.compile(r"[0-9a-f]{8,64}")
+# A real baseline is kilobytes to a few megabytes; a file (or a link to /dev/zero) beyond this
+# is refused before it is read into memory.
+MAX_BASELINE_BYTES = 64 << 20
 
 CommitOutcome = Literal["created", "updated", "unchanged"]
 
@@ -99,11 +105,11 @@ class Baseline:
         signature_hash = _require_str(doc, "signature_hash", path)
         # The two name the file: anything else could not have been committed by this package
         # (and a lone surrogate or a newline would break every line that prints it).
-        if not _SAFE_NAME.match(kernel_name):
+        if not _SAFE_NAME.fullmatch(kernel_name):
             raise CorruptBaselineError(
                 path, f"kernel_name: expected a Python identifier, got {kernel_name[:80]!a}"
             )
-        if not _SAFE_HASH.match(signature_hash):
+        if not _SAFE_HASH.fullmatch(signature_hash):
             raise CorruptBaselineError(
                 path,
                 f"signature_hash: expected a lowercase hex digest, got {signature_hash[:80]!a}",
@@ -158,11 +164,11 @@ def baseline_path(
     kernel_name: str, sig_hash: str, base: str | os.PathLike[str] | None = None
 ) -> Path:
     """`{base}/{kernel_name}_{sig_hash}.json`, after checking both parts are file-name safe."""
-    if not _SAFE_NAME.match(kernel_name):
+    if not _SAFE_NAME.fullmatch(kernel_name):
         raise InvarianceConfigError(
             f"kernel name {kernel_name!r} is not an identifier; cannot name a baseline file"
         )
-    if not _SAFE_HASH.match(sig_hash):
+    if not _SAFE_HASH.fullmatch(sig_hash):
         raise InvarianceConfigError(f"signature hash {sig_hash!r} is not a lowercase hex digest")
     return get_baselines_dir(base) / f"{kernel_name}_{sig_hash}.json"
 
@@ -170,7 +176,7 @@ def baseline_path(
 def read_baseline_file(path: Path) -> Baseline:
     """Load and validate one baseline file (missing, corrupt and wrong-version are errors)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_regular(path).decode("utf-8")
     except FileNotFoundError:
         raise BaselineNotFoundError(path, "no such baseline file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -186,6 +192,30 @@ def read_baseline_file(path: Path) -> Baseline:
     except ValueError as exc:  # e.g. an integer over Python's 4,300-digit conversion limit
         raise CorruptBaselineError(path, f"not a usable JSON document ({exc})") from None
     return Baseline.from_dict(doc, path)
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of `path`, refusing a FIFO, a device (or a link to one) or an oversized file.
+
+    Opened non-blocking so a FIFO with no writer cannot hang the open; the type and size are
+    taken from the open descriptor, so a swap between check and read changes nothing.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise CorruptBaselineError(path, "not a regular file (a FIFO, device or directory)")
+        if info.st_size > MAX_BASELINE_BYTES:
+            raise CorruptBaselineError(
+                path, f"{info.st_size} bytes, more than a baseline's {MAX_BASELINE_BYTES}"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_BASELINE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BASELINE_BYTES:  # grew while being read
+        raise CorruptBaselineError(path, f"more than a baseline's {MAX_BASELINE_BYTES} bytes")
+    return data
 
 
 def load_baseline(
@@ -238,9 +268,9 @@ def commit_invariance(
         with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
             outcome: CommitOutcome = "created"
             if path.exists():
-                try:
-                    old_text = path.read_text(encoding="utf-8")
-                except OSError:
+                try:  # never blocks on a FIFO planted under the baseline's name
+                    old_text: str | None = _read_regular(path).decode("utf-8")
+                except (OSError, UnicodeDecodeError, CorruptBaselineError):
                     old_text = None
                 if old_text == text:
                     return "unchanged"

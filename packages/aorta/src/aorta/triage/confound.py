@@ -96,13 +96,15 @@ def threshold_problem(value: object) -> str | None:
     baseline would be flagged as a speed confound, which is meaningless. Every place that takes
     a threshold (recipe, flags, `aorta triage matrix --confound-threshold`) checks it here.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 1.0
-    ):
-        return "expected a finite number >= 1.0 (step-time ratio)"
+    problem = "expected a finite number >= 1.0 (step-time ratio)"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return problem
+    try:  # a 400-digit integer is beyond any float: OverflowError, not a crash
+        as_float = float(value)
+    except OverflowError:
+        return problem
+    if not math.isfinite(as_float) or as_float < 1.0:
+        return problem
     return None
 
 

@@ -39,6 +39,7 @@ Aggregation choices the spec leaves open, made here:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -648,7 +649,7 @@ def _check_arguments(
     names: Sequence[str], baseline: str, threshold: float, alpha: float, smallest_cure: float
 ) -> None:
     """Raise `ValueError` for arguments `build_matrix` cannot judge with (caller bugs)."""
-    duplicates = sorted({n for n in names if names.count(n) > 1})
+    duplicates = sorted(name for name, count in Counter(names).items() if count > 1)  # linear
     if duplicates:
         raise ValueError(f"duplicate cell names: {', '.join(duplicates)}")
     if baseline not in names:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_text_atomic
-from aorta.errors import AortaUsageError
+from aorta.errors import AortaUsageError, OutputWriteError
 from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
 from aorta.triage.inflight import busy_message
@@ -181,14 +181,18 @@ def partial_scopes(run_dir: Path) -> tuple[str, ...]:
 
 
 def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
-    """Move the current matrix files to a fresh `previous/<timestamp>/`; None if there are none."""
+    """Keep the current matrix files in a fresh `previous/<timestamp>/`; None if there are none.
+
+    Hard links, not moves: the current files stay in place until the new ones atomically
+    replace them, so a write that fails (a full disk) never leaves the run without a matrix.
+    """
     names = (MARKDOWN_NAME, JSON_NAME, PLOT_NAME)
     existing = [run_dir / name for name in names if (run_dir / name).exists()]
     if not existing:
         return None
     archive = create_run_dir(run_dir / "previous", dir_stamp(moment))
     for path in existing:
-        path.rename(archive / path.name)
+        os.link(path, archive / path.name)
     return archive
 
 
@@ -206,6 +210,19 @@ def refuse_planted_symlinks(run_dir: Path) -> None:
                     f"{entry}: a symbolic link in a run directory;"
                     " refusing to read or write through it (remove it)"
                 )
+
+
+def _write_holder(fd: int, path: Path) -> None:
+    """Write our PID (for the message a second process gets) into the lock file `fd`.
+
+    Unbuffered: on a full disk the error comes here, as one `OutputWriteError`, not again
+    when the file is closed.
+    """
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError as exc:
+        raise OutputWriteError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
@@ -238,11 +255,8 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
         if not same:
             fcntl.flock(handle, fcntl.LOCK_UN)
             raise AortaUsageError(busy_message(run_dir, path))
-        # The holder's PID, for the message a second process gets.
-        os.ftruncate(handle.fileno(), 0)
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
         try:
+            _write_holder(handle.fileno(), path)
             refuse_planted_symlinks(run_dir)
             yield
         finally:

@@ -10,6 +10,12 @@ an alias bomb in an option nobody selects is never opened, and a large tree cost
 Where a choice cannot be known without Hydra (an interpolation `${...}` or a sweep function
 such as `choice(a,b)`), every option of that group is read: more than Hydra will, never less.
 A selected file that is a link must stay inside the config folder.
+
+`hydra.searchpath` (in the primary config, or `hydra.searchpath=[...]` on the command line)
+adds folders Hydra looks in after the config folder: their group files are found, and read
+through the same loader, in the same order. `pkg://` entries name installed packages (trusted
+as code is) and are not read; an entry that is an interpolation cannot be known before Hydra
+resolves it and is refused.
 """
 
 from __future__ import annotations
@@ -91,17 +97,18 @@ def _options(value: Any) -> tuple[str, ...] | None:
     return tuple(names)
 
 
-def command_line_choices(root: Path, overrides: Sequence[str]) -> dict[str, _Choice]:
+def command_line_choices(roots: Sequence[Path], overrides: Sequence[str]) -> dict[str, _Choice]:
     """Group choices made by `overrides` (`group[@pkg]=option`, `+group=a,b`, `~group`).
 
-    An override whose key is not a directory of the tree sets a value, not a group: left out.
+    An override whose key is a directory of no search-path folder (`roots`) sets a value, not a
+    group: left out.
     """
     choices: dict[str, _Choice] = {}
     for override in overrides:
         removed = override.startswith("~")
         key, _, value = override.lstrip("~+").partition("=")
         group, package = _split_package(key)
-        if not group or not (root / group).is_dir():
+        if not group or not any((root / group).is_dir() for root in roots):
             continue
         name = override_key(group, package)
         if removed:
@@ -119,25 +126,29 @@ def command_line_choices(root: Path, overrides: Sequence[str]) -> dict[str, _Cho
 class _Walk:
     """The breadth-first walk through defaults lists (see `selected_config_files`)."""
 
-    def __init__(self, root: Path, choices: dict[str, _Choice]) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.choices = choices
+        self.roots = [root]  # the config folder, then hydra.searchpath folders (Hydra's order)
+        self.choices: dict[str, _Choice] = {}
         self.used: set[str] = set()
         self.found: dict[Path, SelectedFile] = {}
         self.queue: list[SelectedFile] = []
         self.cap = limit("MAX_TREE_FILES")
 
     def add_config(self, config_path: str) -> None:
-        """Queue `<config_path>.yaml` (relative to the root) if it exists."""
+        """Queue `<config_path>.yaml` from the first search-path folder that has it."""
         relative = PurePosixPath(config_path)
         if ".." in relative.parts or relative.is_absolute():
             raise ConfigError(
                 f"defaults entry {config_path!r} leaves the config folder {self.root}"
             )
-        path = self.root / f"{config_path}.yaml"
-        if not os.path.lexists(path):
+        for root in self.roots:
+            path = root / f"{config_path}.yaml"
+            if os.path.lexists(path):
+                break
+        else:
             return  # Hydra reports a missing config itself (or skips an optional one)
-        self._check_inside(path)
+        self._check_inside(path, root)
         if path in self.found:
             return
         selected = SelectedFile(path, str(relative.parent) if relative.parent.parts else "")
@@ -150,15 +161,16 @@ class _Walk:
                 file=self.root,
             )
 
-    def _check_inside(self, path: Path) -> None:
+    @staticmethod
+    def _check_inside(path: Path, root: Path) -> None:
         # Resolved: a link at the file or at any folder on the way may point elsewhere.
         try:
             target = path.resolve()
         except (OSError, RuntimeError) as exc:  # a link loop (RuntimeError before 3.13)
             raise ConfigError(f"cannot resolve the path: {exc}", file=path) from None
-        if not target.is_relative_to(self.root):
+        if not target.is_relative_to(root):
             raise ConfigError(
-                f"a link to {target}, outside the config folder {self.root}; copy the file in",
+                f"a link to {target}, outside the config folder {root}; copy the file in",
                 file=path,
             )
 
@@ -176,13 +188,15 @@ class _Walk:
             self.add_config(f"{group}/{option}")
 
     def add_every_option(self, group: str) -> None:
-        """Every `*.yaml` directly in `group` (a choice not known before Hydra resolves it)."""
-        directory = self.root / group
-        if directory.is_symlink() or not directory.is_dir():
-            return
-        for entry in sorted(os.listdir(directory)):  # noqa: PTH208 - one group's options
-            if entry.endswith(".yaml"):
-                self.add_config(f"{group}/{entry[: -len('.yaml')]}")
+        """Every `*.yaml` directly in `group` of every search-path folder (a choice not known
+        before Hydra resolves it)."""
+        for root in self.roots:
+            directory = root / group
+            if directory.is_symlink() or not directory.is_dir():
+                continue
+            for entry in sorted(os.listdir(directory)):  # noqa: PTH208 - one group's options
+                if entry.endswith(".yaml"):
+                    self.add_config(f"{group}/{entry[: -len('.yaml')]}")
 
     def unused_choices(self) -> Iterator[tuple[str, str | None]]:
         """Command-line choices for groups no defaults list names (`+group=option`)."""
@@ -232,6 +246,58 @@ def follow_entry(walk: _Walk, selected: SelectedFile, entry: Any) -> None:
     walk.add_group(group, package, value)  # a present `optional` one is read like any other
 
 
+def search_path(primary: Any, overrides: Sequence[str], root: Path) -> list[Path]:
+    """The folders `hydra.searchpath` adds after the config folder, in Hydra's order.
+
+    The command line's `hydra.searchpath=[...]` replaces the primary config's list, as in
+    Hydra. `pkg://` and other non-file entries are left out (installed code, not config); an
+    entry with an interpolation is a ConfigError: its files could not be checked first.
+    """
+    entries: Any = None
+    for override in overrides:
+        key, _, value = override.lstrip("+").partition("=")
+        if key.strip() == "hydra.searchpath":
+            entries = _override_list(value)
+            break
+    else:
+        hydra = primary.get("hydra") if isinstance(primary, dict) else None
+        entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+    if not isinstance(entries, list):
+        return []  # absent; anything else Hydra refuses itself
+    folders = []
+    for entry in entries:
+        if not isinstance(entry, str):
+            continue
+        if "${" in entry:
+            raise ConfigError(
+                f"entry {reprlib.repr(entry)} is an interpolation; write the folder literally so "
+                "its files can be checked before Hydra reads them",
+                key="hydra.searchpath",
+                file=root,
+            )
+        scheme, separator, rest = entry.partition("://")
+        if not separator:
+            scheme, rest = "file", entry
+        if scheme == "file" and rest:
+            # Relative: to the working folder, as Hydra reads it. Resolved like the config
+            # folder, so the link check compares like with like.
+            folders.append(Path(os.path.realpath(rest)))
+    return folders
+
+
+def _override_list(value: str) -> list[str]:
+    """The strings of a command-line list value (`[file:///a,'/b c']`), parsed by Hydra."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([f"hydra.searchpath={value}"])
+        items = parsed.value()
+    except (HydraException, ValueError):  # a malformed override is Hydra's to report
+        return []
+    return [str(item) for item in items] if isinstance(items, list) else []
+
+
 def selected_config_files(
     root: Path,
     name: str,
@@ -244,14 +310,18 @@ def selected_config_files(
     return None for a file it could not parse (its defaults cannot be followed: Hydra then
     fails on that file itself). More than MAX_TREE_FILES files is a ConfigError.
     """
-    walk = _Walk(root, command_line_choices(root, overrides))
+    walk = _Walk(root)
     walk.add_config(name)
+    primary = read(walk.queue[0].path) if walk.queue else None
+    walk.roots.extend(search_path(primary, overrides, root))
+    walk.choices = command_line_choices(walk.roots, overrides)
     position = 0
     while True:
         while position < len(walk.queue):
             selected = walk.queue[position]
+            data = primary if position == 0 else read(selected.path)
             position += 1
-            for entry in defaults_entries(read(selected.path), selected.path):
+            for entry in defaults_entries(data, selected.path):
                 follow_entry(walk, selected, entry)
         extra = list(walk.unused_choices())
         if not extra:

@@ -38,6 +38,10 @@ CLOCK_CHOICES: Final = ("auto", "log", "arrival", "cpu")
 # The named group a `step_time` regex must have; `step` and `loss` are optional.
 TIME_GROUP: Final = "time"
 DEFAULT_KILL_GRACE_S: Final = 10.0
+# Widest width or precision a placeholder's format spec may ask for (`{seed:>08}` is fine;
+# `{seed:>2000000000}` would allocate 2 GB per argument). The same bound as oellm-autoexp's
+# MAX_FORMAT_WIDTH default.
+MAX_FORMAT_WIDTH: Final = 1_000
 
 KeepLogs = Literal["failed", "all", "none"]
 ClockChoice = Literal["auto", "log", "arrival", "cpu"]
@@ -163,15 +167,17 @@ def check_placeholders(argv: Sequence[str], where: str) -> None:
     for index, element in enumerate(argv):
         key = f"{where}[{index}]"
         try:
-            fields = [
-                name for _, name, _, _ in string.Formatter().parse(element) if name is not None
+            parsed = [
+                (name, spec)
+                for _, name, spec, _ in string.Formatter().parse(element)
+                if name is not None
             ]
         except ValueError as exc:
             raise CommandSpecError(
                 f"{key}: {element!r} is not a valid argument template ({exc}; "
                 "write a literal brace as {{ or }})"
             ) from None
-        for name in fields:
+        for name, spec in parsed:
             if not name:
                 raise CommandSpecError(
                     f"{key}: '{{}}' in {element!r} names no placeholder "
@@ -182,10 +188,33 @@ def check_placeholders(argv: Sequence[str], where: str) -> None:
                 raise CommandSpecError(
                     f"{key}: unknown placeholder {{{name}}} in {element!r} (known: {known})"
                 )
+            if spec:
+                _check_format_spec(name, spec, element, key)
         try:
             element.format_map(sample)
         except (ValueError, KeyError, IndexError) as exc:
             raise CommandSpecError(f"{key}: {element!r} cannot be rendered: {exc}") from None
+
+
+def _check_format_spec(name: str, spec: str, element: str, key: str) -> None:
+    """Refuse a nested field or a width/precision above MAX_FORMAT_WIDTH in `{name:spec}`.
+
+    Digit runs are compared by length before conversion, so a 5,000-digit width is refused
+    without tripping Python's int-conversion limit.
+    """
+    if "{" in spec:
+        raise CommandSpecError(
+            f"{key}: nested field in the format spec of {{{name}:{spec}}} in {element!r} "
+            "(write a literal width, e.g. {{seed:>4}})"
+        )
+    widest = len(str(MAX_FORMAT_WIDTH))
+    for digits in re.findall(r"\d+", spec):
+        if len(digits.lstrip("0")) > widest or int(digits) > MAX_FORMAT_WIDTH:
+            shown = spec if len(spec) <= 40 else spec[:40] + "..."
+            raise CommandSpecError(
+                f"{key}: width or precision in {{{name}:{shown}}} is above the limit of "
+                f"{MAX_FORMAT_WIDTH}"
+            )
 
 
 def check_executable(program: str, where: str, *, cwd: str | None = None) -> None:
