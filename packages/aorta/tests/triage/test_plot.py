@@ -179,6 +179,7 @@ def test_matrix_files_are_on_disk_before_matplotlib_is_imported(
 
 
 def test_background_plot_is_drawn_by_a_child_and_linked_from_the_table(tmp_path: Path) -> None:
+    plot_job.wait(timeout=120)  # children that earlier in-process CLI tests started
     report = _report(tmp_path)
     md_path, json_path = write_report(report, plot_drawer=plot_job.start)
     assert json.loads(json_path.read_text(encoding="utf-8"))["cells"]  # written before return
