@@ -127,8 +127,8 @@ def compile_filters(raw: str | Sequence[str] | None, known: set[str]) -> list[Sw
     return filters
 
 
-def compile_filter(text: str, known: set[str], *, key: str = FILTER_KEY) -> SweepFilter:
-    """Parse and check one expression (see module docs); errors name `key`."""
+def _parse_checked(text: str, *, key: str, calls: frozenset[str]) -> tuple[ast.expr, set[str]]:
+    """The checked syntax tree of `text` and the names it uses; errors name `key`."""
     if not text.strip():
         raise ConfigError("empty expression", key=key)
     try:
@@ -136,7 +136,13 @@ def compile_filter(text: str, known: set[str], *, key: str = FILTER_KEY) -> Swee
     except SyntaxError as exc:
         raise ConfigError(f"not a valid expression {text!r}: {exc.msg}", key=key) from None
     names: set[str] = set()
-    _check(tree, names, key=key, text=text)
+    _check(tree, names, key=key, text=text, calls=calls)
+    return tree, names
+
+
+def compile_filter(text: str, known: set[str], *, key: str = FILTER_KEY) -> SweepFilter:
+    """Parse and check one expression (see module docs); errors name `key`."""
+    tree, names = _parse_checked(text, key=key, calls=frozenset())
     unknown = sorted(names - known - set(_NAMED_CONSTANTS))
     if unknown:
         listing = ", ".join(sorted(known)) or "(none)"
@@ -178,14 +184,7 @@ def evaluate_expression(text: str, *, key: str) -> Any:
     Its `${...}` interpolations are already resolved, so it names no params; errors name `key`.
     """
     text = str(text)
-    if not text.strip():
-        raise ConfigError("empty expression", key=key)
-    try:
-        tree = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise ConfigError(f"not a valid expression {text!r}: {exc.msg}", key=key) from None
-    names: set[str] = set()
-    _check(tree, names, key=key, text=text, calls=frozenset(CALLS))
+    tree, names = _parse_checked(text, key=key, calls=frozenset(CALLS))
     unknown = sorted(names - set(_NAMED_CONSTANTS))
     if unknown:
         raise ConfigError(
