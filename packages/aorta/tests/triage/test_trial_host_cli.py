@@ -11,8 +11,8 @@ import pytest
 
 from aorta.cli.main import main
 from aorta.instrumentation import system
-from aorta.triage import output
-from aorta.triage.plot import PlotOutcome
+from aorta.triage.report import output
+from aorta.triage.report.plot import PlotOutcome
 
 pytestmark = pytest.mark.usefixtures("plugin")
 

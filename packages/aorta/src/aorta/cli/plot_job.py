@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aorta.triage.output import MatrixReport
+    from aorta.triage.report.output import MatrixReport
 
 # Started children, so that tests and benchmarks can wait for them (`wait`) and the interpreter
 # does not warn about a Popen collected while its child still runs.
@@ -80,7 +80,7 @@ def wait(timeout: float | None = None) -> list[int]:
 
 def main() -> int:
     """The child: read `(report, pending_md)` from stdin, draw, update the plot line."""
-    from aorta.triage.output import draw_plot
+    from aorta.triage.report.output import draw_plot
 
     report, pending_md = pickle.loads(sys.stdin.buffer.read())  # from our parent
     draw_plot(report, pending_md=pending_md)

@@ -7,7 +7,7 @@ from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.runner.command.flags import spec_from_flags
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     IMAGE_PREFIX,

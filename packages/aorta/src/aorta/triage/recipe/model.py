@@ -6,18 +6,17 @@ against programming errors of callers that build a `Recipe` by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from aorta.registry.models import Environment, Mitigation
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
-    from aorta.triage.matrix import CellStats, Matrix
     from aorta.triage.recipe.executor import SlurmSettings
 
 __all__ = [
@@ -144,19 +143,3 @@ class Recipe:
     def baseline_cell(self) -> Cell:
         """The resolved baseline cell."""
         return self.cell(self.baseline)
-
-
-def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
-    """The matrix of `cells` judged as `recipe` says: baseline, threshold, alpha and order."""
-    # Here, not at module level: loading or dry-running a recipe never builds a matrix, and
-    # the statistics behind it cost ~20 ms of every CLI start (benchmarks/cli_startup.py).
-    from aorta.triage.matrix import build_matrix
-
-    return build_matrix(
-        cells,
-        baseline=recipe.baseline,
-        threshold=recipe.confound.threshold,
-        alpha=recipe.confound.alpha,
-        # Interleaved trials ran round by round: their ratios are paired by round.
-        paired=recipe.order == "interleaved",
-    )

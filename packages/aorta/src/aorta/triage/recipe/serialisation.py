@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from aorta.registry.models import Environment, Mitigation, check_entry_name
-from aorta.triage.confound import DEFAULT_ALPHA
+from aorta.triage.analysis.confound import DEFAULT_ALPHA
 from aorta.triage.names import image_ref_problem
 from aorta.triage.recipe.executor import executor_dict, executor_from_data
 from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe

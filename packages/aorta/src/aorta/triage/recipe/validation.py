@@ -26,7 +26,7 @@ from aorta.errors import (
 from aorta.registry.loader import load_environments, load_mitigations, load_workloads
 from aorta.registry.models import Environment, Mitigation, Workload, check_env_var_name
 from aorta.runner.environ import MitigationConflictError, merge_env
-from aorta.triage.confound import (
+from aorta.triage.analysis.confound import (
     DEFAULT_ALPHA,
     DEFAULT_CONFOUND_THRESHOLD,
     alpha_problem,

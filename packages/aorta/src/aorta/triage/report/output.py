@@ -1,10 +1,8 @@
 """Where a triage run's results go, and what `matrix.json` / `matrix.md` say.
 
-Layout (one directory per invocation, never reused)::
-
-    <output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/
-        matrix.md  matrix.json  matrix.png  recipe.resolved.yaml  host_env.json
-        environments/<env>/env.json  cells/<cell>/trial_<id>.json
+One directory per invocation, never reused:
+`<output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/`, its files laid out
+as `aorta.triage.layout.RunDir` says.
 
 `new_run_dir` creates that directory exclusively; `write_report` writes `matrix.json` (full data),
 `matrix.png` (the picture, when matplotlib is installed) and `matrix.md` (the readable table).
@@ -36,27 +34,24 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.instrumentation.redaction import redact_environ
 from aorta.timestamps import dir_stamp, iso_stamp
-from aorta.triage.hardware import hardware_summary
-from aorta.triage.matrix import Matrix, MatrixRow, executions
+from aorta.triage.analysis.hardware import hardware_summary
+from aorta.triage.analysis.matrix import Matrix, MatrixRow, executions
+from aorta.triage.analysis.step_sources import SOURCES_NOTE, load_range, sources_summary
+from aorta.triage.layout import HOST_ENV_NAME, PLOT_NAME, RunDir, relative_trial_path
 from aorta.triage.names import NO_TICKET, safe_name_problem
-from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
-from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
+from aorta.triage.report.plot import PlotOutcome, write_plot
 
 __all__ = [
-    "JSON_NAME",
-    "MARKDOWN_NAME",
     "NO_TICKET",
-    "PLOT_NAME",
     "REPORT_SCHEMA_VERSION",
     "MatrixReport",
-    "cell_dir",
     "new_run_dir",
     "render_markdown",
     "report_json",
@@ -64,8 +59,6 @@ __all__ = [
 ]
 
 REPORT_SCHEMA_VERSION = 1
-MARKDOWN_NAME = "matrix.md"
-JSON_NAME = "matrix.json"
 
 _MISSING = "n/a"
 _NO_COMPARISON = "\u2014"  # em dash, as the spec's p / confound columns use it
@@ -127,17 +120,6 @@ def runs_parent(output_root: Path, recipe: Recipe) -> Path:
     return Path(output_root) / ticket / recipe.workload
 
 
-def cell_dir(run_dir: Path, cell_name: str) -> Path:
-    """The directory of one cell's per-trial JSON files: `<run_dir>/cells/<cell_name>`."""
-    return Path(run_dir) / "cells" / cell_name
-
-
-def _trial_path(cell_name: str, trial_id: int) -> str:
-    # Relative and '/'-separated, so matrix.json stays valid when the run dir is moved or
-    # copied to another machine.
-    return str(PurePosixPath("cells", cell_name, f"trial_{trial_id}.json"))
-
-
 # --------------------------------------------------------------------------- matrix.json
 
 
@@ -168,7 +150,7 @@ def _label(row: MatrixRow, report: MatrixReport) -> str:
 def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[str, Any]:
     data = row.to_dict(report.matrix.alpha)
     data["confound"] = _label(row, report)
-    paths = [_trial_path(row.name, t.trial_id) for t in row.stats.trials]
+    paths = [relative_trial_path(row.name, t.trial_id) for t in row.stats.trials]
     for trial, path in zip(data["trials"], paths, strict=True):
         trial["path"] = path
     data["trial_paths"] = paths
@@ -407,11 +389,11 @@ def _summary_table(report: MatrixReport) -> list[str]:
 
 def _partial_scope_warning(scope: str) -> str:
     if scope == _HOST_SCOPE:
-        where = "host_env.json"
+        where = HOST_ENV_NAME
     elif scope.startswith(_ENV_SCOPE_PREFIX):
-        where = f"environments/{scope[len(_ENV_SCOPE_PREFIX) :]}/env.json"
+        where = str(RunDir(Path()).env_json(scope[len(_ENV_SCOPE_PREFIX) :]))
     else:
-        where = "host_env.json / environments/<env>/env.json"
+        where = f"{HOST_ENV_NAME} / environments/<env>/env.json"
     return f"environment snapshot for {scope} is partial: see {where}"
 
 
@@ -645,10 +627,10 @@ def write_report(
     `plot_drawer` is called instead of drawing here: the CLI's runs pass one that hands the
     picture to a child process (`aorta.cli.plot_job`), so that matplotlib never delays them.
     """
-    run_dir = Path(report.run_dir)
-    json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
+    run = RunDir(Path(report.run_dir))
+    json_path = write_json_atomic(run.matrix_json, report_json(report), overwrite=True)
     pending_md = render_markdown(report, PlotOutcome(None, pending=True))
-    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, pending_md, overwrite=True)
+    md_path = write_text_atomic(run.matrix_md, pending_md, overwrite=True)
     if plot_drawer is not None:
         plot_drawer(report, pending_md)
     else:
@@ -664,7 +646,7 @@ def draw_plot(report: MatrixReport, *, pending_md: str | None = None) -> None:
     """
     run_dir = Path(report.run_dir)
     plot = write_plot(report.matrix, run_dir, title=_plot_title(report))
-    md_path = run_dir / MARKDOWN_NAME
+    md_path = RunDir(run_dir).matrix_md
     if pending_md is not None and md_path.read_text(encoding="utf-8") != pending_md:
         return
     write_text_atomic(md_path, render_markdown(report, plot), overwrite=True)

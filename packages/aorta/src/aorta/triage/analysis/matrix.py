@@ -19,13 +19,13 @@ Aggregation choices the spec leaves open, made here:
 - `nan_rate = failed_count / (passed_count + failed_count)` (measured trials, so one failing
   trial of 8 is 1/8, not 1/7 and not "cell failed"); None when no trial measured.
 - Trials that are copies of one run (identical loss traces or logs) are not independent
-  samples (`aorta.triage.independence`): counted once in the failure-rate interval and the
+  samples (`aorta.triage.analysis.independence`): counted once in the failure-rate interval and the
   Fisher test, and a cell of nothing but copies gets neither.
 - A cell whose `run_trials` returned no results at all is marked errored ("no trial results"):
   there is nothing to judge it by, and `error` keeps its row in the matrix.
 - `mean_step_time_ms` is the mean of the measured trials' mean step times. `step_time_ratio`
   compares the same work: each trial's mean over the step window both cells reached
-  (`aorta.triage.window`; recorded per row as `step_window`), the mean of those, cell over
+  (`aorta.triage.analysis.window`; recorded per row as `step_window`), the mean of those, cell over
   baseline: the same quantity the bootstrap interval resamples (a ratio of pooled steps could
   disagree with it when trials differ in length). The baseline's own ratio is 1.0. It is None
   (rendered `n/a`) when the baseline errored or recorded no step times, or when the cell
@@ -47,18 +47,23 @@ from typing import Any
 from aorta.runner.host import TrialHost
 from aorta.runner.host_load import HostLoad
 from aorta.runner.models import Outcome, TrialResult
-from aorta.triage import confound, independence, stats, window
-from aorta.triage.fingerprints import cell_fingerprints, kernels_changed
-from aorta.triage.hardware import NodeSteps, hardware_findings, node_breakdown
-from aorta.triage.independence import Independence
-from aorta.triage.observed import (
+from aorta.triage.analysis import confound, independence, stats, window
+from aorta.triage.analysis.fingerprints import cell_fingerprints, kernels_changed
+from aorta.triage.analysis.hardware import NodeSteps, hardware_findings, node_breakdown
+from aorta.triage.analysis.independence import Independence
+from aorta.triage.analysis.observed import (
     ObservedSettings,
     compared_settings,
     observed_differences,
     observed_settings,
 )
-from aorta.triage.read_warnings import cell_read_warnings, trial_read_warnings
-from aorta.triage.step_sources import cell_sources, load_warnings, source_warnings, time_source
+from aorta.triage.analysis.read_warnings import cell_read_warnings, trial_read_warnings
+from aorta.triage.analysis.step_sources import (
+    cell_sources,
+    load_warnings,
+    source_warnings,
+    time_source,
+)
 
 __all__ = [
     "DEFAULT_CONFIDENCE",
@@ -128,7 +133,7 @@ class CellStats:
     failures: tuple[str, ...] = ()
     trials: tuple[TrialSummary, ...] = ()
     error: str | None = None
-    # The settings the trials observed (see `aorta.triage.observed`); None: none recorded.
+    # The settings the trials observed (see `aorta.triage.analysis.observed`); None: none recorded.
     observed: ObservedSettings | None = None
     # The cell's stop rule: stop once this many trials failed (`trials_requested` is the most
     # it runs); None: it runs every requested trial.
@@ -149,7 +154,7 @@ class CellStats:
     # `{kernel: fingerprint}` over the measured trials (`fingerprints.cell_fingerprints`);
     # None when no trial recorded any (the recipe did not ask for them).
     kernel_fingerprints: Mapping[str, str] | None = None
-    # Which measured trials are copies of one run (`aorta.triage.independence`); None: an
+    # Which measured trials are copies of one run (`aorta.triage.analysis.independence`); None: an
     # errored cell (nothing was judged).
     independence: Independence | None = None
 
@@ -165,7 +170,7 @@ class CellStats:
 
     @property
     def step_time_by_node(self) -> tuple[NodeSteps, ...]:
-        """The cell's trials and step times per node (`aorta.triage.hardware.node_breakdown`)."""
+        """The cell's trials and step times per node (`hardware.node_breakdown`)."""
         return node_breakdown(self.trials)
 
     @property
@@ -700,7 +705,7 @@ def build_matrix(
     """Judge every cell against the `baseline` cell: ratio, confound label, evidence, notes.
 
     Per cell: `step_time_ratio` (pooled mean over the baseline's), the Confound label
-    (`aorta.triage.confound.classify`), a Wilson interval of the failure rate at `confidence`, a
+    (`confound.classify`), a Wilson interval of the failure rate at `confidence`, a
     two-sided Fisher exact p-value of its failures vs the baseline's, Holm-adjusted across the
     compared cells (`stats.holm_adjust`; labels and `significant` use the adjusted value, so
     `alpha` is family-wise), an interval of the drop in failure rate, and a bootstrap interval of
