@@ -17,7 +17,6 @@ from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRES
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
-    from aorta.triage.recipe.executor import SlurmSettings
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -44,6 +43,40 @@ INLINE_SOURCE_PACKAGE = "recipe"
 Order = Literal["interleaved", "sequential"]
 ORDERS: tuple[Order, ...] = ("interleaved", "sequential")
 DEFAULT_ORDER: Order = "interleaved"
+
+
+DEFAULT_MAX_RESUBMITS = 2
+DEFAULT_POLL_SECONDS = 10.0
+MIN_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """What a user sets for the SLURM executor; every field optional (the cluster's defaults).
+
+    `nodes` / `gpus_per_node` / `time` are per trial (each trial is one array task).
+    `sbatch_extra` are more `#SBATCH` lines (`--mem=64G`), `setup` shell lines run before the
+    trial (module loads, exports), `launcher` a prefix of the trial command (a container exec).
+    `constraint` keeps every trial on one node type, `same_node` on one node (`--nodelist`),
+    so that step times compare. `max_resubmits` caps the resubmissions of a trial SLURM lost
+    (cancelled, node failure, preemption, time limit, vanished); `poll_seconds` is how often
+    the driver asks SLURM.
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    sbatch_extra: tuple[str, ...] = ()
+    launcher: str = ""
+    setup: tuple[str, ...] = ()
+    max_concurrent: int | None = None
+    constraint: str | None = None
+    same_node: str | None = None
+    max_resubmits: int = DEFAULT_MAX_RESUBMITS
+    poll_seconds: float = DEFAULT_POLL_SECONDS
 
 
 @dataclass(frozen=True)

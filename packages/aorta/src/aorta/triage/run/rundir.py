@@ -23,8 +23,8 @@ from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
 from aorta.triage.layout import MATRIX_NAMES, RESOLVED_NAME, RunDir
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_resolved
-from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
+from aorta.triage.recipe.text import parse_recipe_text, read_regular_file
 from aorta.triage.run.inflight import busy_message
 
 
