@@ -77,7 +77,7 @@ def main() -> int:
     import torch
     import yaml
 
-    import aorta.triage.report.output as triage_output
+    import aorta.triage.report.writer as triage_output
     import aorta.workloads.fsdp.train as fsdp_train
     from aorta.instrumentation.environment import collect_env
     from aorta.registry import get_workload

@@ -11,7 +11,8 @@ from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
 from aorta.triage.analysis import independence
-from aorta.triage.analysis.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
 from aorta.triage.analysis.stats import fisher_p_value, wilson_interval
 
 COPY = [2.5, 2.1, 1.9]  # one run's loss trace, printed identically by every copy of it

@@ -19,7 +19,8 @@ from aorta.errors import EnvironmentUnavailableError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.triage.analysis.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
 from aorta.triage.analysis.stats import bootstrap_ratio_interval, paired_ratio
 from aorta.triage.lifecycle import TriageInterrupted, run_recipe
 from aorta.triage.recipe import Recipe, recipe_from_flags

@@ -10,13 +10,8 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.analysis.matrix import (
-    CellStats,
-    Matrix,
-    aggregate_cell,
-    build_matrix,
-    error_cell,
-)
+from aorta.triage.analysis.cells import CellStats, aggregate_cell, error_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
 from aorta.triage.analysis.stats import (
     bootstrap_ratio_interval,
     fisher_p_value,

@@ -6,7 +6,8 @@ from typing import Any
 
 from aorta_testing import make_trial
 
-from aorta.triage.analysis.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
 from aorta.triage.analysis.observed import observed_differences, observed_settings
 
 _BASE: dict[str, Any] = {

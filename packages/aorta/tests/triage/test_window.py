@@ -8,7 +8,8 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.analysis.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
 from aorta.triage.analysis.stats import bootstrap_ratio_interval
 from aorta.triage.analysis.window import TimedTrial, common_window, paired_means, window_ratio
 

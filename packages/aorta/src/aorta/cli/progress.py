@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from aorta.runner.models import RunRequest, TrialResult
-    from aorta.triage.analysis.matrix import CellStats
+    from aorta.triage.analysis.cells import CellStats
     from aorta.triage.report.reporting import CellPlan
 
 ProgressMode = Literal["auto", "live", "plain"]

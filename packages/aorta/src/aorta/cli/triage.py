@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
     from aorta.runner.command.spec import CommandSpec
     from aorta.triage.recipe import Cell, Recipe
-    from aorta.triage.report.output import PlotDrawer
+    from aorta.triage.report.writer import PlotDrawer
 
 
 def _split(value: str | None) -> list[str]:

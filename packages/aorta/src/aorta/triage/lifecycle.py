@@ -28,13 +28,14 @@ from aorta.errors import AortaUsageError
 from aorta.instrumentation.environment import collect_env
 from aorta.runner.trials import distributed_rank
 from aorta.timestamps import iso_stamp
+from aorta.triage.analysis.cells import CellStats, error_cell
 from aorta.triage.analysis.confound import alpha_problem, threshold_problem
-from aorta.triage.analysis.matrix import CellStats, error_cell
 from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.recipe.trust import check_run_trust
-from aorta.triage.report.output import MatrixReport, PlotDrawer, new_run_dir, write_report
+from aorta.triage.report.output import MatrixReport, new_run_dir
 from aorta.triage.report.reporting import MatrixReporter, NullMatrixReporter
+from aorta.triage.report.writer import PlotDrawer, write_report
 from aorta.triage.run.assemble import build_recipe_matrix, cell_stats
 from aorta.triage.run.executor import Execution, Probe, RunContext, TrialExecutor
 from aorta.triage.run.local import LocalExecutor

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from aorta.runner.models import TrialResult
-from aorta.triage.analysis.matrix import CellStats, Matrix, aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import CellStats, aggregate_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
 from aorta.triage.recipe import Cell, Recipe
 
 

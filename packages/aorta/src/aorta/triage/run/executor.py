@@ -23,10 +23,10 @@ from aorta.triage.run.manifest import ExecutorName
 if TYPE_CHECKING:
     from aorta.instrumentation.models import EnvSnapshot
     from aorta.runner.models import TrialResult
-    from aorta.triage.analysis.matrix import CellStats
+    from aorta.triage.analysis.cells import CellStats
     from aorta.triage.recipe import Recipe
-    from aorta.triage.report.output import PlotDrawer
     from aorta.triage.report.reporting import MatrixReporter
+    from aorta.triage.report.writer import PlotDrawer
 
 # Injected by tests that need a specific probe outcome; `collect_env` by default.
 Probe = Callable[..., "EnvSnapshot"]

@@ -19,7 +19,7 @@ from aorta.errors import AortaError
 from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSessionLike, open_trials, run_trials
-from aorta.triage.analysis.matrix import NOT_RUN, CellStats, error_cell
+from aorta.triage.analysis.cells import NOT_RUN, CellStats, error_cell
 from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.report.reporting import CellPlan
