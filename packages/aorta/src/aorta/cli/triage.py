@@ -316,12 +316,13 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
+    from aorta.triage.layout import RunDir
     from aorta.triage.lifecycle import reanalyse
 
     report = reanalyse(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
         click.echo(f"aorta triage: warning: {warning}", err=True)
-    click.echo(f"matrix: {run_dir / 'matrix.md'}")
+    click.echo(f"matrix: {RunDir(run_dir).matrix_md}")
     return 0
 
 
@@ -441,6 +442,7 @@ def _execute(
     from aorta.cli.progress import choose_reporter
     from aorta.runner.trials import distributed_rank
     from aorta.triage import lifecycle
+    from aorta.triage.layout import RunDir
 
     # Under torchrun every rank runs the cells; only rank 0 writes and talks.
     loud = distributed_rank()[0] == 0
@@ -467,7 +469,7 @@ def _execute(
             )
     except lifecycle.TriageInterrupted as exc:
         if loud:
-            matrix_md = exc.report.run_dir / "matrix.md"
+            matrix_md = RunDir(exc.report.run_dir).matrix_md
             click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
             from aorta.triage.run.rundir import resume_command
 
@@ -491,7 +493,7 @@ def _execute(
                 "they are left out of every rate: see the warnings above and matrix.md",
                 err=True,
             )
-        click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
+        click.echo(f"matrix: {RunDir(report.run_dir).matrix_md}")
     failed_cells = any(row.stats.error for row in report.matrix.rows)
     return 1 if failed_cells or errored_trials else 0
 

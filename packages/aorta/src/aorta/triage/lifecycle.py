@@ -232,7 +232,7 @@ def resume(
         context = _resume_context(recipe, run, reporter, probe, writer=True)
         _probe_host(run, probe)  # the first attempt may have died before its probe
         archive_matrix(run_dir, moment)
-        write_manifest(run, manifest)
+        # run.json is rewritten with the matrix: a detached resume (no matrix) records nothing.
         return RunOutcome(run_dir, _conclude(context, manifest, executor.execute(context)))
 
 
