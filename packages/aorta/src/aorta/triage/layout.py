@@ -89,10 +89,6 @@ class RunDir:
         """Every `environments/*/image.json` there is, sorted."""
         return sorted(self.environments.glob(f"*/{IMAGE_NAME}"))
 
-    def probed_environments(self) -> set[str]:
-        """The environments with an `env.json` already."""
-        return {path.parent.name for path in self.env_jsons()}
-
     @property
     def cells(self) -> Path:
         """`cells/`."""
