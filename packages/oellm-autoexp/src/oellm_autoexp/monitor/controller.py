@@ -48,11 +48,12 @@ from oellm_autoexp.monitor.shell_fields import TERMINATION_FIELDS, run_with_fiel
 from oellm_autoexp.monitor.stages import gate as stage_gate
 from oellm_autoexp.monitor.stages import relink as relink_stages
 from oellm_autoexp.monitor.stages import stage_dependency
-from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
+from oellm_autoexp.persistence.states import Mode, MonitorState, monitor_state_of
 from oellm_autoexp.monitor.triage_launch import TriageRequest, describe, launch_triage
 from oellm_autoexp.monitor.triage_recipe import job_command
 from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome, Session, TriageEvent
 from oellm_autoexp.persistence.store import SessionStore
+from oellm_autoexp.reporting import Action
 from oellm_autoexp.slurm.client import (
     JobInfo,
     SlurmClient,
@@ -71,23 +72,6 @@ log = logging.getLogger("oellm_autoexp.monitor")
 ACTIVITY_SAVE_S = 300.0
 # Submission rounds per poll: each round can release the next stage (stage chains are short).
 MAX_STAGE_ROUNDS = 16
-
-
-@dataclass(frozen=True)
-class Action:
-    """A log signal's `action`, collected for downstream tooling (see `drain_actions`)."""
-
-    action: str
-    signal: str
-    session_id: str
-    job: str
-    job_id: str | None
-    line: str
-    at: float
-
-    def describe(self) -> str:
-        """The one-line form users see: ``action <event>: job <name> (<slurm id>): <line>``."""
-        return f"action {self.action}: job {self.job} ({self.job_id}): {self.line}"
 
 
 @dataclass
