@@ -24,7 +24,7 @@ import tracemalloc
 from pathlib import Path
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.persistence import JobRecord, Session, SessionStore
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline

@@ -19,44 +19,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
+from oellm_autoexp.reporting import NullReporter, Reporter
 
 if TYPE_CHECKING:
     from oellm_autoexp.config.schema import RootConfig
-    from oellm_autoexp.monitor.controller import Action, MonitorController
+    from oellm_autoexp.monitor.controller import MonitorController
     from oellm_autoexp.persistence import Session, SessionStore
     from oellm_autoexp.persistence.session import JobRecord
     from oellm_autoexp.plan import Plan
     from oellm_autoexp.planning import PlanResult
     from oellm_autoexp.slurm.client import SlurmClient
-
-
-class Reporter(Protocol):
-    """Where the library's messages go (the CLI prints them; a service may log them)."""
-
-    def info(self, message: str) -> None:
-        """Progress worth showing (a plan's notes, a submission's summary)."""
-
-    def warning(self, message: str) -> None:
-        """Something the user should act on (a skipped locked session, a --test-only rejection)."""
-
-    def action(self, action: Action) -> None:
-        """A monitor event (lifecycle change, signal match), as soon as its poll ends."""
-
-
-class NullReporter:
-    """Discards everything (the default reporter)."""
-
-    def info(self, message: str) -> None:
-        """Discard."""
-
-    def warning(self, message: str) -> None:
-        """Discard."""
-
-    def action(self, action: Action) -> None:
-        """Discard."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +62,7 @@ class MonitorResult:
     @property
     def failed(self) -> bool:
         """Whether a (focused) job ended failed."""
-        from oellm_autoexp.monitor.states import MonitorState
+        from oellm_autoexp.persistence.states import MonitorState
 
         jobs = self.focus or [j for s in self.sessions for j in s.jobs.values()]
         return any(j.state is MonitorState.FAILED for j in jobs)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.triage_launch import TriageRequest
 from oellm_autoexp.persistence.session import TriageEvent
 from oellm_autoexp.slurm.client import SubmitRequest

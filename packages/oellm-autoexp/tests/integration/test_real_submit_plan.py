@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
 from oellm_autoexp.persistence import SessionStore
 from oellm_autoexp.slurm.commands import RetryPolicy

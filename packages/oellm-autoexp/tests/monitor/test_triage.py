@@ -17,8 +17,8 @@ from oellm_autoexp import api
 from oellm_autoexp.cli import main
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.log_signals import parse_signals
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.triage_launch import (
     NO_COMMAND,
     TriageRequest,

@@ -11,10 +11,12 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.controller import Action, MonitorController, PollReport
+from oellm_autoexp.monitor.controller import MonitorController
+from oellm_autoexp.monitor.core import PollReport
 from oellm_autoexp.persistence.session import JobRecord, Session, StageState, new_session_id
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionStore
 from oellm_autoexp.plan import Plan
+from oellm_autoexp.reporting import Action
 from oellm_autoexp.slurm.client import SlurmClient
 
 

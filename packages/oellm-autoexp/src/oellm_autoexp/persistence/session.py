@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.states import MonitorState
+from oellm_autoexp.persistence.states import MonitorState
 
 SESSION_FORMAT = "oellm-autoexp-session"
 SESSION_VERSION = 1
