@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oellm_autoexp.api_plan import plan, plan_streamed
 from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
 from oellm_autoexp.reporting import NullReporter, Reporter
 
 if TYPE_CHECKING:
-    from oellm_autoexp.config.schema import RootConfig
     from oellm_autoexp.monitor.controller import MonitorController
     from oellm_autoexp.persistence import Session, SessionStore
     from oellm_autoexp.persistence.session import JobRecord
@@ -84,66 +84,6 @@ class JobStatus:
     # Where `slurm_state` comes from: "record" (the session file), "slurm" (asked now), or
     # "gone" (asked now: SLURM no longer knows the id; `slurm_state` is the recorded one).
     slurm_state_source: str = "record"
-
-
-def plan(
-    config: str | Path | RootConfig,
-    overrides: Sequence[str] = (),
-    *,
-    config_dir: Path | None = None,
-    test_only: str | None = None,
-    reporter: Reporter | None = None,
-) -> PlanResult:
-    """Load `config` (a YAML path, a config name, or a parsed `RootConfig`), plan, write artifacts.
-
-    `test_only` overrides `slurm.test_only` ("auto", "always", "never"). The plan's notes (e.g.
-    the `sbatch --test-only` verdict) go to `reporter`. A config given by path or name also
-    gets ``provenance.json`` (the file as given, git state, versions); a `RootConfig` object
-    has no file to record, so it gets none.
-    """
-    from oellm_autoexp.config.schema import RootConfig
-    from oellm_autoexp.errors import ConfigError
-    from oellm_autoexp.planning import build_plan, write_plan
-
-    say = reporter or NullReporter()
-    source: str | None = None
-    if isinstance(config, RootConfig):
-        root = config
-    else:
-        from oellm_autoexp.config.loader import load_config
-
-        loaded = load_config(str(config), list(overrides), config_dir=config_dir)
-        root, source = loaded.root, str(loaded.source)
-    try:
-        result = build_plan(root)
-        notes = write_plan(result, test_only=test_only or root.slurm.test_only)
-    except ConfigError as exc:  # name the config it came from, unless it names its own file
-        raise (exc.with_file(source) if source else exc) from None
-    except OSError as exc:  # e.g. base_output_dir=/dev/null/x, a full disk: one line, exit 2
-        raise _write_error(exc, root.project.base_output_dir) from None
-    if source is not None:  # provenance.json next to plan.json: where this plan came from
-        from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
-
-        given = ConfigSource(source, tuple(overrides), str(config_dir) if config_dir else None)
-        record = collect_provenance(
-            given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
-        )
-        try:
-            write_provenance(result.plan.plan_dir, record)
-        except OSError as exc:
-            raise _write_error(exc, root.project.base_output_dir) from None
-    for note in notes:
-        (say.warning if note.startswith("warning") else say.info)(note)
-    return result
-
-
-def _write_error(exc: OSError, output_dir: object) -> AutoexpUsageError:
-    """A failed plan write as one line naming the path and the reason (no traceback)."""
-    where = exc.filename if exc.filename is not None else output_dir
-    return AutoexpUsageError(
-        f"cannot write the plan: {where}: {exc.strerror or exc} "
-        f"(project.base_output_dir is {output_dir})"
-    )
 
 
 # `submit(if_active=...)`: what to do when an earlier session of the same plan is active.
@@ -566,6 +506,7 @@ __all__ = [
     "monitor_once",
     "monitor_until_done",
     "plan",
+    "plan_streamed",
     "status",
     "store_for_config",
     "submit",

@@ -18,7 +18,7 @@ MAX_LINES = 600
 # Top to bottom. The first part of a module's name after `oellm_autoexp.` picks its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),  # entry point: argument parsing and printing
-    ("api", "container"),  # the library's facade (plan / submit / monitor / status / cancel)
+    ("api", "api_plan", "container"),  # the library's facade (plan / submit / monitor / status / cancel)
     ("planning", "submit_options", "plan_cost", "provenance", "migrate"),  # one use case each
     ("monitor",),  # the monitor loop and its pure decisions
     ("persistence",),  # session files and their records

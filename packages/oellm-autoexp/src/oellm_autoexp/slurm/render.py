@@ -58,6 +58,10 @@ _DIRECTIVE_VALUE = re.compile(r"[^\s'\"\\\x00-\x1f\x7f]+")
 DIRECTIVE_OPTION = r"--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Words `shlex.quote` returns unchanged (its own test, negated): no quoting needed.
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+# Distinct argv words remembered per script while quoting its tasks.
+_QUOTE_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ def shell_word(value: str, *, key: str) -> str:
     a new line of the script (which the `#SBATCH` lint and sbatch read line by line). NUL
     cannot be carried by any argv or environment entry: it is refused, naming `key`.
     """
+    if _PLAIN_WORD.fullmatch(value):  # what shlex.quote leaves as it is (most values)
+        return value
     if "\0" in value:
         raise ConfigError(
             f"value {_shown(value)} contains a NUL character, which no command line or "
@@ -265,6 +271,16 @@ class Renderer:
                     f"not one sbatch option: {_shown(directive)}",
                     key=f"job {spec.job_name}: directive",
                 )
+        quoted: dict[str, str] = {}  # argv words repeat across the tasks of a script
+
+        def word(value: str, i: int, name: str) -> str:
+            text = quoted.get(value)
+            if text is None:
+                text = shell_word(value, key=f"job {name}: command argument {i}")
+                if len(quoted) < _QUOTE_CACHE:
+                    quoted[value] = text
+            return text
+
         tasks = [
             {
                 "index": task.index,
@@ -272,10 +288,7 @@ class Renderer:
                 "name": shell_word(task.name, key=f"job {task.name}: name"),
                 "output_dir": shell_word(task.output_dir, key="project.base_output_dir"),
                 "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
-                "command": " ".join(
-                    shell_word(arg, key=f"job {task.name}: command argument {i}")
-                    for i, arg in enumerate(task.argv)
-                ),
+                "command": " ".join([word(arg, i, task.name) for i, arg in enumerate(task.argv)]),
             }
             for task in spec.tasks
         ]

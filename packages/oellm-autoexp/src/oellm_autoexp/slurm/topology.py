@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
@@ -110,6 +110,8 @@ def job_sbatch(slurm: SlurmConfig, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list[JobContext]:
     """Each job with the world size its directives imply and the cluster environment."""
+    from oellm_autoexp.backends.base import JobContext
+
     procs_per_node = slurm.distributed.procs_per_node
     env = {
         str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in slurm.env.items()
@@ -117,9 +119,26 @@ def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list
     sizes: dict[str, int | None] = {}
     out = []
     for ctx in contexts:
-        sbatch = job_sbatch(slurm, ctx.params)
-        marker = repr(sorted(sbatch.items(), key=lambda kv: str(kv[0])))
+        marker = sbatch_marker(slurm, ctx.params)
         if marker not in sizes:
-            sizes[marker] = topology(sbatch).world_size(procs_per_node)
-        out.append(replace(ctx, world_size=sizes[marker], cluster_env=env))
+            sizes[marker] = topology(job_sbatch(slurm, ctx.params)).world_size(procs_per_node)
+        out.append(
+            JobContext(
+                ctx.job_id,
+                ctx.name,
+                ctx.index,
+                ctx.params,
+                ctx.output_dir,
+                ctx.project,
+                world_size=sizes[marker],
+                cluster_env=env,
+            )
+        )
     return out
+
+
+def sbatch_marker(slurm: SlurmConfig, params: Mapping[str, Any]) -> str:
+    """A key equal for jobs with equal directives ("" for the jobs no sweep value changes)."""
+    if not any(k.startswith(SBATCH_PARAM_PREFIX) for k in params):
+        return ""
+    return repr(sorted(job_sbatch(slurm, params).items(), key=lambda kv: str(kv[0])))
