@@ -221,7 +221,10 @@ def active_sessions_of(
     say = reporter or NullReporter()
     found = []
     for session in store.load_readable(store.ids(), lambda exc: say.warning(f"skipping: {exc}")):
-        if session.status != "active" or session.plan.get("plan_id") != plan_id:
+        if (
+            session.status != "active"
+            or (session.plan.plan_id if session.plan else None) != plan_id
+        ):
             continue
         if any(not job.finished for key, job in session.jobs.items() if key in job_keys):
             found.append(session)

@@ -1,4 +1,4 @@
-"""The package's import graph (issue 25 §1): no circles, no import running up a layer, small modules.
+"""The import graph (issue 25 §1): no circles, no import running up a layer, small modules.
 
 Every import counts, wherever it is written (module level, inside a function, under
 ``TYPE_CHECKING``): a lazy import is still a dependency. The layers, top to bottom, are the ones
@@ -18,7 +18,11 @@ MAX_LINES = 600
 # Top to bottom. The first part of a module's name after `oellm_autoexp.` picks its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli",),  # entry point: argument parsing and printing
-    ("api", "api_plan", "container"),  # the library's facade (plan / submit / monitor / status / cancel)
+    (
+        "api",
+        "api_plan",
+        "container",
+    ),  # the library's facade (plan / submit / monitor / status / cancel)
     ("planning", "submit_options", "plan_cost", "provenance", "migrate"),  # one use case each
     ("monitor",),  # the monitor loop and its pure decisions
     ("persistence",),  # session files and their records

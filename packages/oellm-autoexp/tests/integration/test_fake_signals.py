@@ -148,7 +148,7 @@ def test_the_triage_of_the_same_signal_still_starts_before_the_cancel(
         monitor={"log_signals": [_nan_signal("cancel", triage="/t/nan.yaml")]},
         policies=[SELECTIVE],
     )
-    session.config, session.plan = {}, {"jobs": []}
+    session.config, session.plan = {}, None
     store.save(session)
     started: list[TriageRequest] = []
 

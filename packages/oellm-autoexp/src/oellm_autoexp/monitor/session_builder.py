@@ -62,7 +62,7 @@ def session_from_plan(
             "monitor": dict(monitoring),
             "restart_policies": list(config.get("restart_policies") or []),
         },
-        plan=plan.to_dict(),
+        plan=plan,
     )
     scripts = {script.path: script for script in plan.scripts}
     for job in plan.jobs:

@@ -25,7 +25,7 @@ from oellm_autoexp.monitor.node_health import exclude_argument
 from oellm_autoexp.monitor.stages import gate as stage_gate
 from oellm_autoexp.monitor.stages import relink as relink_stages
 from oellm_autoexp.monitor.stages import stage_dependency
-from oellm_autoexp.persistence.session import JobRecord, Outcome, Session
+from oellm_autoexp.persistence.session import JobRecord, Outcome
 from oellm_autoexp.persistence.states import MonitorState
 from oellm_autoexp.slurm.client import (
     JobInfo,
@@ -53,24 +53,6 @@ def array_spec(indices: Iterable[int]) -> str:
         if value is not None:
             start = prev = value
     return ",".join(parts)
-
-
-def _submit_cmd(session: Session) -> str:
-    """The session's `slurm.submit_cmd` (what the dry run showed), default ``sbatch``."""
-    slurm = session.config.get("slurm")
-    command = slurm.get("submit_cmd") if isinstance(slurm, dict) else None
-    return str(command) if command else "sbatch"
-
-
-def _array_throttle(session: Session) -> str:
-    """``%N`` of the session's `slurm.array_throttle`, else "".
-
-    sbatch's ``--array`` on the command line replaces the script's ``#SBATCH --array``, so the
-    throttle has to travel with every (re)submission, not only in the rendered script.
-    """
-    slurm = session.config.get("slurm")
-    limit = slurm.get("array_throttle") if isinstance(slurm, dict) else None
-    return f"%{limit}" if isinstance(limit, int) and not isinstance(limit, bool) else ""
 
 
 class Submission(ControllerCore):
@@ -219,12 +201,6 @@ class Submission(ControllerCore):
             job.outcome = Outcome("crash", "submit_failed", f"resubmission rejected: {exc}")
         return initial
 
-    @staticmethod
-    def _user_exclude(rt: SessionRuntime) -> Any:
-        """``slurm.sbatch.exclude`` of the session's config (kept in front of auto-exclusions)."""
-        slurm = rt.session.config.get("slurm") or {}
-        return (slurm.get("sbatch") or {}).get("exclude")
-
     def _excluded(self, rt: SessionRuntime, project: list[str] | None = None) -> list[str]:
         """The session's excluded nodes, then the project's (earlier sessions'), bounded."""
         if project is None:
@@ -237,7 +213,7 @@ class Submission(ControllerCore):
         project = add_project_exclusions(self.store.state_dir, added)
         for rt in self._runtimes:
             queued = queued_job_ids(rt.session.jobs.values())
-            exclude = exclude_argument(self._user_exclude(rt), self._excluded(rt, project))
+            exclude = exclude_argument(rt.session.slurm.exclude, self._excluded(rt, project))
             if queued and exclude:
                 updated = self.client.exclude_nodes(queued, exclude)
                 log.warning(
@@ -254,7 +230,7 @@ class Submission(ControllerCore):
         extra: list[str] = []
         if first.time_limit:
             extra.append(f"--time={first.time_limit}")
-        exclude = exclude_argument(self._user_exclude(rt), self._excluded(rt))
+        exclude = exclude_argument(rt.session.slurm.exclude, self._excluded(rt))
         if exclude:
             extra.append(f"--exclude={exclude}")
         after = _dependency_of(first)
@@ -266,14 +242,14 @@ class Submission(ControllerCore):
         array = None
         if first.array_index is not None:
             array = array_spec(job.array_index for job in jobs if job.array_index is not None)
-            array += _array_throttle(rt.session)
+            array += rt.session.slurm.array_throttle
         request = SubmitRequest(
             script=Path(first.script),
             job_name=first.slurm_name,
             array=array,
             comment=token,
             extra_args=tuple(extra),
-            submit_cmd=_submit_cmd(rt.session),
+            submit_cmd=rt.session.slurm.submit_cmd,
         )
         base = self.client.submit(request)
         for job in jobs:
