@@ -34,6 +34,7 @@ class JobContexts:
         self.combinations = 0  # sweep combinations before `sweep.filter`
         self._seen_ids: dict[str, int] = {}
         self._seen_names: dict[str, int] = {}
+        self._checked_keys: set[str] = set()  # param keys `check_param_keys` accepted
 
     def __iter__(self) -> Iterator[Planned]:
         points = self._kept_points()
@@ -61,7 +62,9 @@ class JobContexts:
         """The point's job id and name, both checked unique among the points so far."""
         config = self.config
         project = config.project.name
-        check_param_keys(params, where="sweep param")
+        if not self._checked_keys.issuperset(params):
+            check_param_keys(params, where="sweep param")
+            self._checked_keys.update(params)
         identifier = job_id(project, params)
         earlier = self._seen_ids.setdefault(identifier, index)
         if earlier != index:

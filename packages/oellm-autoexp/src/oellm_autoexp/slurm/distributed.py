@@ -122,8 +122,12 @@ def check_one_world(
     _check_settings(slurm)
     exported = script_procs_per_node(slurm) if mode == "torchrun" else None
     seen: set[tuple[str, bool, tuple[str, ...]]] = set()
+    torchrun_by_start: dict[tuple[str, ...], bool] = {}  # the first three words decide
     for ctx, launch in zip(contexts, launches, strict=True):
-        torchrun = is_torchrun(launch.argv)
+        start = tuple(launch.argv[:3])
+        torchrun = torchrun_by_start.get(start)
+        if torchrun is None:
+            torchrun = torchrun_by_start[start] = is_torchrun(launch.argv)
         owned = _torchrun_owned(launch.argv) if torchrun else ()
         marker = (sbatch_marker(slurm, ctx.params), torchrun, owned)
         if marker in seen:

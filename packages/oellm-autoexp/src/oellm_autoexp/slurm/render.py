@@ -272,23 +272,30 @@ class Renderer:
                     key=f"job {spec.job_name}: directive",
                 )
         quoted: dict[str, str] = {}  # argv words repeat across the tasks of a script
+        plain = _PLAIN_WORD.fullmatch  # most values need no quoting: no key string built
 
         def word(value: str, i: int, name: str) -> str:
-            text = quoted.get(value)
-            if text is None:
-                text = shell_word(value, key=f"job {name}: command argument {i}")
-                if len(quoted) < _QUOTE_CACHE:
-                    quoted[value] = text
+            text = shell_word(value, key=f"job {name}: command argument {i}")
+            if len(quoted) < _QUOTE_CACHE:
+                quoted[value] = text
             return text
 
         tasks = [
             {
                 "index": task.index,
-                "job_id": shell_word(task.job_id, key=f"job {task.name}: job id"),
-                "name": shell_word(task.name, key=f"job {task.name}: name"),
-                "output_dir": shell_word(task.output_dir, key="project.base_output_dir"),
+                "job_id": task.job_id
+                if plain(task.job_id)
+                else shell_word(task.job_id, key=f"job {task.name}: job id"),
+                "name": task.name
+                if plain(task.name)
+                else shell_word(task.name, key=f"job {task.name}: name"),
+                "output_dir": task.output_dir
+                if plain(task.output_dir)
+                else shell_word(task.output_dir, key="project.base_output_dir"),
                 "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
-                "command": " ".join([word(arg, i, task.name) for i, arg in enumerate(task.argv)]),
+                "command": " ".join(
+                    [quoted.get(arg) or word(arg, i, task.name) for i, arg in enumerate(task.argv)]
+                ),
             }
             for task in spec.tasks
         ]
