@@ -9,6 +9,7 @@ against that world size at plan time (e.g. Megatron's TP x PP x CP must divide i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -139,6 +140,12 @@ def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list
 
 def sbatch_marker(slurm: SlurmConfig, params: Mapping[str, Any]) -> str:
     """A key equal for jobs with equal directives ("" for the jobs no sweep value changes)."""
-    if not any(k.startswith(SBATCH_PARAM_PREFIX) for k in params):
+    if not _sweeps_sbatch(tuple(params)):
         return ""
     return repr(sorted(job_sbatch(slurm, params).items(), key=lambda kv: str(kv[0])))
+
+
+@functools.lru_cache(maxsize=256)
+def _sweeps_sbatch(keys: tuple[str, ...]) -> bool:
+    """Whether params with these keys set directives (jobs of a sweep share their key tuple)."""
+    return any(k.startswith(SBATCH_PARAM_PREFIX) for k in keys)
