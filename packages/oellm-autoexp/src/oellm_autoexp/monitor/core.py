@@ -46,6 +46,8 @@ class PollReport:
 
 @dataclass
 class SessionRuntime:
+    """One session while it is driven: its settings, restart scripts and what awaits a save."""
+
     session: Session
     settings: MonitorSettings
     dirty: bool = False  # a state changed: save before the next SLURM call

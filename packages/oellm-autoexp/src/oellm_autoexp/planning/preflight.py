@@ -31,6 +31,7 @@ _SECTIONS = (
 
 
 def check_slurm_settings(config: RootConfig) -> None:
+    """Array size and throttle, `test_only`, the submit command and the container runtime."""
     slurm = config.slurm
     if slurm.max_array_size < 1:
         raise ConfigError(
@@ -70,6 +71,7 @@ def check_job_count(points: int, stages: int) -> None:
 
 
 def check_param_keys(params: Mapping[str, Any], *, where: str) -> None:
+    """A swept key may set `backend.*`, `slurm.sbatch.*` or a free param, no other section."""
     for key in params:
         if key.startswith(_SECTIONS) and not key.startswith(SBATCH_PREFIX):
             raise ConfigError(
@@ -80,6 +82,7 @@ def check_param_keys(params: Mapping[str, Any], *, where: str) -> None:
 
 
 def check_monitoring(config: RootConfig) -> None:
+    """The settings the monitor will load from the session, checked at plan time."""
     monitoring: Any = config.monitoring
     if monitoring is None:
         return
