@@ -9,8 +9,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 
 def write_text_atomic(
@@ -21,12 +22,26 @@ def write_text_atomic(
     `fsync=False` is for batches: the caller syncs once (`os.sync()`) after the last file
     instead of paying one journal commit per file.
     """
+    with open_text_atomic(path, mode=mode, fsync=fsync) as handle:
+        handle.write(text)
+    return path
+
+
+@contextlib.contextmanager
+def open_text_atomic(
+    path: Path, *, mode: int | None = None, fsync: bool = True
+) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` atomically when the block ends.
+
+    For files written piece by piece (a plan.json of a million jobs is never one string); an
+    exception inside the block leaves `path` as it was and removes the temp file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            yield handle
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
@@ -36,7 +51,6 @@ def write_text_atomic(
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    return path
 
 
 def write_json_atomic(path: Path, data: Any) -> Path:
