@@ -131,3 +131,63 @@ def test_the_plugin_is_off_and_imports_nothing_unless_asked(pytester: pytest.Pyt
     assert done.returncode == 0, done.stdout + done.stderr
     assert (pytester.path / "modules.txt").read_text() == "False"
     assert "triton-invariance" not in done.stdout
+
+
+def test_renamed_arguments_keep_every_baseline(pytester: pytest.Pytester, gate: Path) -> None:
+    """Renaming arguments (pointer, scalar and constexpr; passed by keyword at the call, so
+    the call changes too) moves no baseline: the key is types by position, not names."""
+    _run(pytester, "commit", gate).assert_outcomes(passed=1)
+    renamed = (
+        KERNEL_TEST.replace("x_ptr", "src_a")
+        .replace("y_ptr", "src_b")
+        .replace(", n,", ", numel,")
+        .replace("< n", "< numel")
+        .replace("BLOCK", "TILE")
+    )
+    assert "x_ptr" not in renamed and "BLOCK" not in renamed
+    pytester.makepyfile(test_gate=renamed)
+    result = _run(pytester, "compare", gate)
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*triton-invariance compare passed: 2/2*"])
+
+
+def test_a_new_variant_is_diffed_against_its_nearest_baseline(
+    pytester: pytest.Pytester, gate: Path
+) -> None:
+    """BLOCK 256 -> 512: no baseline for the new variant; the report names the nearest one
+    (same kernel, same dtypes), the setting that differs and the changed components. The
+    baseline it replaced is not also listed as "not compiled"."""
+    _run(pytester, "commit", gate).assert_outcomes(passed=1)
+    pytester.makepyfile(test_gate=KERNEL_TEST.replace("BLOCK=256", "BLOCK=512"))
+    result = _run(pytester, "compare", gate)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            "*MISSING gate_add_*: no baseline in*",
+            "*nearest baseline gate_add_*: BLOCK: 256 -> 512; changed components: *",
+            "*triton-invariance compare FAILED: 1/2*",
+        ]
+    )
+    assert "not compiled in this session" not in result.stdout.str()
+
+
+def test_one_report_per_changed_kernel_and_one_line_for_unseen(
+    pytester: pytest.Pytester, gate: Path
+) -> None:
+    """One edit changes both compiled variants: one MISMATCH block naming both. A subset run
+    sums up the baselines it did not compile in one line."""
+    second = KERNEL_TEST[KERNEL_TEST.index("@triton.jit") :]
+    second = second.replace("gate_add", "other_add").replace("kernel_runs", "other_runs")
+    pytester.makepyfile(test_gate=KERNEL_TEST + "\n\n" + second)
+    _run(pytester, "commit", gate).assert_outcomes(passed=2)
+    assert len(list(gate.glob("*.json"))) == 4
+    pytester.makepyfile(test_gate=KERNEL_TEST.replace("x + y", "x * y"))
+    result = _run(pytester, "compare", gate)
+    out = result.stdout.str()
+    assert out.count("MISMATCH") == 1, out
+    result.stdout.fnmatch_lines(
+        [
+            "*MISMATCH gate_add_* (and 1 more variant(s) of gate_add: gate_add_*)",
+            "*not compiled in this session: 2 baseline(s) of 1 kernel(s) (other_add)*",
+        ]
+    )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -87,19 +88,48 @@ def _digest(doc: Any) -> str:
 def compute_signature_hash(
     params: Mapping[str, Any] | Iterable[Any], specialization: Mapping[str, Any] | None = None
 ) -> str:
-    """Hash of a kernel's argument *types* (never shapes or tensor values), in argument order.
+    """Hash of a kernel's argument *types* by position (never names, shapes or tensor values).
 
     Accepts Triton's signature mapping (argument name -> type string such as "*fp16", "i32",
-    "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`).
-    `specialization` (constexpr values no autotune config sets, e.g. from `@triton.heuristics`)
-    is hashed too when given, since each value compiles to a different kernel; without it the
-    hash is the spec's types-only one.
+    "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`),
+    of which only the count is hashed. `specialization` (constexpr values no autotune config
+    sets, e.g. from `@triton.heuristics`, and Triton's `name.attrs` specialisation attributes)
+    is hashed too when given, since each value compiles to a different kernel.
+
+    Argument names are replaced by their positions (`x_ptr.attrs` -> `#0.attrs`, `t[1]` ->
+    `#2[1]`): renaming an argument cannot change what a kernel computes, so it must not move
+    its baseline. `legacy_signature_hash` is the name-keyed hash earlier releases filed under.
     """
     if isinstance(params, Mapping):
-        items = [[str(k), _canonical(v)] for k, v in params.items()]
+        names = [str(k) for k in params]
+        doc: list[Any] = ["signature-by-position", [_canonical(v) for v in params.values()]]
     else:
-        items = [[str(getattr(p, "name", p)), None] for p in params]
-    doc: list[Any] = ["signature", items]
+        names = [str(getattr(p, "name", p)) for p in params]
+        doc = ["signature-by-position", len(names)]
+    if specialization:
+        position = {name: f"#{i}" for i, name in enumerate(names)}
+        doc.append(["specialization", config_mapping(_by_position(specialization, position))])
+    return _digest(doc)
+
+
+def _by_position(mapping: Mapping[str, Any], position: Mapping[str, str]) -> dict[str, Any]:
+    """`mapping` with each key's leading argument name (`x`, `x.attrs`, `x[1]`) as `#index`."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        head = re.match(r"[^.\[]*", key)
+        name = head.group(0) if head else key
+        out[position.get(name, name) + key[len(name) :]] = value
+    return out
+
+
+def legacy_signature_hash(
+    params: Mapping[str, Any], specialization: Mapping[str, Any] | None = None
+) -> str:
+    """The name-keyed signature hash of releases before argument renames kept the key.
+
+    Only used to find a baseline committed by such a release (read with a note to re-key).
+    """
+    doc: list[Any] = ["signature", [[str(k), _canonical(v)] for k, v in params.items()]]
     if specialization:
         doc.append(["specialization", config_mapping(specialization)])
     return _digest(doc)
@@ -184,11 +214,13 @@ def on_winner_selected(
     mode: Mode | None = None,
     base: str | os.PathLike[str] | None = None,
     cache: InvarianceCache = _invariance_cache,
+    legacy_sig_hash: str | None = None,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
     `config` and `specialization` (readable mappings) are stored in the baseline for people.
-    `mode` defaults to the environment (`mode_from_env`); "off" only clears. Raises
+    `mode` defaults to the environment (`mode_from_env`); "off" only clears. A compare falls back
+    to a baseline filed under `legacy_sig_hash` (an earlier release's name-keyed hash). Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
     """
@@ -226,6 +258,7 @@ def on_winner_selected(
                 alternatives=variants,
                 base=base,
                 notes=notes,
+                legacy_sig_hash=legacy_sig_hash,
             )
             outcome = "match"
         return WinnerOutcome(

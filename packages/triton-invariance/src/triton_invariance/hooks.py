@@ -41,6 +41,7 @@ from triton_invariance.api import (
     compute_config_hash,
     compute_signature_hash,
     config_mapping,
+    legacy_signature_hash,
     mode_from_env,
     on_winner_selected,
 )
@@ -53,8 +54,10 @@ Reporter = Callable[[str], None]
 
 # The tuned constexpr names of the autotuner whose `run` is executing in this thread / task, so
 # the listener can key the variants it sees compile the way the winner will be keyed.
-_TUNED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "triton_invariance_tuned", default=frozenset()
+# None outside an autotuner's `run`: a kernel compiled there is a plain `@triton.jit` kernel
+# (or one under `@triton.heuristics` only), its own winner, decided at its first compile.
+_TUNED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "triton_invariance_tuned", default=None
 )
 
 
@@ -66,6 +69,7 @@ class VariantKeys:
     cfg_hash: str
     config: Mapping[str, Any]
     specialization: Mapping[str, Any]
+    legacy_sig_hash: str  # the name-keyed hash of earlier releases, to find their baselines
 
 
 @dataclass(frozen=True)
@@ -79,17 +83,23 @@ class CompiledVariant:
     options: Mapping[str, Any]  # the autotune-config options Triton compiled with
     invariance: InvarianceData
 
-    def keys(self, tuned: frozenset[str]) -> VariantKeys:
-        """File this variant for an autotuner whose configs set the constexprs in `tuned`."""
+    def keys(self, tuned: frozenset[str], options_chosen_by_caller: bool = False) -> VariantKeys:
+        """File this variant for an autotuner whose configs set the constexprs in `tuned`.
+
+        `options_chosen_by_caller`: no autotuner chose num_warps / num_stages / ..., the launch
+        did, so they are a specialisation like the other launch-time constexprs (a plain kernel
+        launched with two num_warps values gets two baselines, not one overwriting the other).
+        """
         config = {k: v for k, v in self.constexprs.items() if k in tuned}
-        config.update(self.options)
         specialization = {k: v for k, v in self.constexprs.items() if k not in tuned}
         specialization.update({f"{name}.attrs": attrs for name, attrs in self.attrs.items()})
+        (specialization if options_chosen_by_caller else config).update(self.options)
         return VariantKeys(
             sig_hash=compute_signature_hash(self.signature, specialization),
             cfg_hash=compute_config_hash(config),
             config=config_mapping(config),
             specialization=config_mapping(specialization),
+            legacy_sig_hash=legacy_signature_hash(self.signature, specialization),
         )
 
 
@@ -141,8 +151,10 @@ class _State:
 _state = _State()
 
 
-def _cache(variant: CompiledVariant, tuned: frozenset[str]) -> VariantKeys:
-    keys = variant.keys(tuned)
+def _cache(
+    variant: CompiledVariant, tuned: frozenset[str], options_chosen_by_caller: bool = False
+) -> VariantKeys:
+    keys = variant.keys(tuned, options_chosen_by_caller)
     cache_invariance(variant.invariance, variant.kernel_name, keys.sig_hash, keys.cfg_hash)
     return keys
 
@@ -169,9 +181,19 @@ def _on_compiled(**kwargs: Any) -> None:
     metadata = kwargs["metadata"]
     ttgir = ttgir_of_compile(kwargs["metadata_group"], src.name)
     variant = describe_variant(src, metadata, ttgir)
+    kernel_hash = str(metadata["hash"])
     with _state.lock:
-        _state.variants[str(metadata["hash"])] = variant
-    _cache(variant, _TUNED.get())
+        _state.variants[kernel_hash] = variant
+    tuned = _TUNED.get()
+    if tuned is not None:
+        _cache(variant, tuned)
+        return
+    if mode_from_env() == "off":
+        _cache(variant, frozenset())
+        return
+    # Outside an autotuner the compiled kernel is the one that runs: commit / compare it now,
+    # once per process, as the autotuner wrapper does for a winner.
+    _decide(variant, kernel_hash, frozenset(), options_chosen_by_caller=True)
 
 
 def _variant_of(kernel: Any) -> CompiledVariant:
@@ -206,10 +228,7 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
     wrapper; exposed so a program that picks a winner by other means can apply the same rule.
     """
     kernel_hash = getattr(kernel, "hash", None)
-    if kernel_hash is None or kernel_hash in _state.decided:
-        return None
-    mode = mode_from_env()
-    if mode == "off":
+    if kernel_hash is None or kernel_hash in _state.decided or mode_from_env() == "off":
         return None
     winner = _variant_of(kernel)
     # The cache was cleared after an earlier decision for this kernel (another autotune key),
@@ -220,7 +239,22 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
         siblings = [v for v in _state.variants.values() if v.kernel_name == winner.kernel_name]
     for sibling in siblings:
         _cache(sibling, tuned)
-    keys = _cache(winner, tuned)
+    return _decide(winner, kernel_hash, tuned)
+
+
+def _decide(
+    winner: CompiledVariant,
+    kernel_hash: str,
+    tuned: frozenset[str],
+    options_chosen_by_caller: bool = False,
+) -> WinnerOutcome | None:
+    """Commit / compare `winner` unless this process already decided its kernel hash."""
+    if kernel_hash in _state.decided:
+        return None
+    mode = mode_from_env()
+    if mode == "off":
+        return None
+    keys = _cache(winner, tuned, options_chosen_by_caller)
     outcome = on_winner_selected(
         winner.kernel_name,
         keys.sig_hash,
@@ -228,6 +262,7 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
         config=keys.config,
         specialization=keys.specialization,
         mode=mode,
+        legacy_sig_hash=keys.legacy_sig_hash,
     )
     with _state.lock:
         _state.decided.add(kernel_hash)

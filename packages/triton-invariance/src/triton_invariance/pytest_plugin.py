@@ -62,8 +62,9 @@ class _Gate:
     mode: str
     directory: Path
     listening: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    # file stem -> (kernel name, variant hash, fingerprint data, readable config, specialisation)
-    seen: dict[str, tuple[str, str, Any, dict[str, Any], dict[str, Any]]] = field(
+    # file stem -> (kernel name, variant hash, fingerprint data, readable config, specialisation,
+    # the variant hash earlier releases filed it under: argument names were part of it)
+    seen: dict[str, tuple[str, str, Any, dict[str, Any], dict[str, Any], str]] = field(
         default_factory=dict
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -72,18 +73,20 @@ class _Gate:
 
     def record(self, variant: CompiledVariant) -> None:
         keys = variant.keys(frozenset())
-        digest = hashlib.blake2b(
-            f"{keys.sig_hash}:{keys.cfg_hash}".encode("ascii"), digest_size=8
-        ).hexdigest()
         entry = (
             variant.kernel_name,
-            digest,
+            _variant_digest(keys.sig_hash, keys.cfg_hash),
             variant.invariance,
             dict(keys.config),
             dict(keys.specialization),
+            _variant_digest(keys.legacy_sig_hash, keys.cfg_hash),
         )
         with self.lock:
-            self.seen[f"{variant.kernel_name}_{digest}"] = entry
+            self.seen[f"{variant.kernel_name}_{entry[1]}"] = entry
+
+
+def _variant_digest(sig_hash: str, cfg_hash: str) -> str:
+    return hashlib.blake2b(f"{sig_hash}:{cfg_hash}".encode("ascii"), digest_size=8).hexdigest()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -135,7 +138,7 @@ def _commit(gate: _Gate) -> None:
     from triton_invariance.storage import commit_invariance
 
     counts: dict[str, int] = {}
-    for stem, (kernel, digest, inv, config, specialization) in sorted(gate.seen.items()):
+    for stem, (kernel, digest, inv, config, specialization, _legacy) in sorted(gate.seen.items()):
         try:
             outcome = commit_invariance(
                 kernel,
@@ -159,19 +162,35 @@ def _commit(gate: _Gate) -> None:
 
 def _compare(gate: _Gate) -> None:
     from triton_invariance.errors import TritonInvarianceError
-    from triton_invariance.storage import list_baselines, load_baseline
+    from triton_invariance.nearest import nearest_baseline
+    from triton_invariance.storage import Baseline, list_baselines, load_baseline
 
     matched = 0
-    for stem, (kernel, digest, inv, _config, _spec) in sorted(gate.seen.items()):
+    used: set[str] = set()  # file stems a compiled variant was compared with
+    missing: list[str] = []
+    # kernel name -> [(stem, baseline, current)]: one report block per kernel, so one edit to
+    # an autotuned kernel reads as one change, not one per config.
+    mismatched: dict[str, list[tuple[str, Baseline, Any]]] = {}
+    for stem, (kernel, digest, inv, _config, _spec, legacy) in sorted(gate.seen.items()):
         try:
             baseline = load_baseline(kernel, digest, gate.directory)
+            used.add(stem)
+            if baseline is None and legacy != digest:
+                baseline = load_baseline(kernel, legacy, gate.directory)
+                if baseline is not None:
+                    used.add(f"{kernel}_{legacy}")
+                    gate.report.append(
+                        f"note {stem}: baseline read from {kernel}_{legacy}.json, filed by "
+                        f"argument names (before this release); re-key it: commit once, then "
+                        f"delete that file"
+                    )
         except TritonInvarianceError as exc:
             gate.failed = True
             gate.report.append(f"ERROR {stem}: {exc}")
             continue
         if baseline is None:
             gate.failed = True
-            gate.report.append(f"MISSING {stem}: no baseline in {gate.directory}")
+            missing.append(stem)
             continue
         if baseline.invariance.matches(inv):
             matched += 1
@@ -180,13 +199,57 @@ def _compare(gate: _Gate) -> None:
             )
             continue
         gate.failed = True
-        gate.report.append(f"MISMATCH {stem}")
-        gate.report.append(baseline.invariance.diff_report(inv))
-    unseen = [p.stem for p in list_baselines(gate.directory) if p.stem not in gate.seen]
+        mismatched.setdefault(kernel, []).append((stem, baseline, inv))
+    _report_mismatches(gate, mismatched)
+    unused = [p for p in list_baselines(gate.directory) if p.stem not in used]
+    candidates = _readable(unused)
+    for stem in missing:
+        kernel, _digest, inv, config, spec, _legacy = gate.seen[stem]
+        gate.report.append(f"MISSING {stem}: no baseline in {gate.directory}")
+        near = nearest_baseline(inv, config, spec, candidates)
+        if near is not None:
+            used.add(f"{near.baseline.kernel_name}_{near.baseline.signature_hash}")
+            gate.report.append("  " + near.describe())
+            gate.report.append(near.baseline.invariance.diff_report(inv))
+    unseen = sorted(p.stem for p in unused if p.stem not in used)
     if unseen:
-        gate.report.append(f"not compiled in this session ({len(unseen)}): {', '.join(unseen)}")
+        kernels = sorted({s.rsplit("_", 1)[0] for s in unseen})
+        gate.report.append(
+            f"not compiled in this session: {len(unseen)} baseline(s) of {len(kernels)} "
+            f"kernel(s) ({', '.join(kernels)}); a run over a subset of the tests leaves these "
+            f"out, `triton-invariance check --strict` is the gate for them"
+        )
     verdict = "FAILED" if gate.failed else "passed"
     gate.report.append(
         f"triton-invariance compare {verdict}: {matched}/{len(gate.seen)} kernel variant(s) "
         f"match {gate.directory}"
     )
+
+
+def _report_mismatches(gate: _Gate, mismatched: dict[str, list[tuple[str, Any, Any]]]) -> None:
+    """One block per kernel: the first variant's diff, then only what differs in the others."""
+    for kernel, entries in mismatched.items():
+        stem, baseline, inv = entries[0]
+        others = ", ".join(s for s, _, _ in entries[1:])
+        more = f" (and {len(entries) - 1} more variant(s) of {kernel}: {others})" if others else ""
+        gate.report.append(f"MISMATCH {stem}{more}")
+        gate.report.append(baseline.invariance.diff_report(inv))
+        first = baseline.invariance.changed_components(inv)
+        for other_stem, other_base, other_inv in entries[1:]:
+            changed = other_base.invariance.changed_components(other_inv)
+            if changed != first:
+                gate.report.append(f"  {other_stem} changed: {', '.join(changed)}")
+
+
+def _readable(paths: list[Path]) -> list[Any]:
+    """The baselines among `paths` that read cleanly (a bad one was reported elsewhere)."""
+    from triton_invariance.errors import TritonInvarianceError
+    from triton_invariance.storage import read_baseline_file
+
+    out = []
+    for path in paths:
+        try:
+            out.append(read_baseline_file(path))
+        except TritonInvarianceError:
+            continue
+    return out

@@ -315,6 +315,7 @@ def compare_and_report(
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
+    legacy_sig_hash: str | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -324,12 +325,17 @@ def compare_and_report(
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
     What the comparison could not check (a component only one side recorded) is appended to
-    `notes` when given.
+    `notes` when given. Without a baseline under `sig_hash`, one under `legacy_sig_hash` (the
+    argument-name-keyed hash of earlier releases) is used, with a note saying how to re-key it.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
     path = baseline_path(kernel_name, sig_hash, base)
     baseline = load_baseline(kernel_name, sig_hash, base)
+    if baseline is None and legacy_sig_hash is not None:
+        baseline = _load_legacy(kernel_name, sig_hash, legacy_sig_hash, base, notes)
+        if baseline is not None:
+            path = baseline_path(kernel_name, legacy_sig_hash, base)
     if baseline is None:
         raise BaselineNotFoundError(
             path,
@@ -355,6 +361,25 @@ def compare_and_report(
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
+
+
+def _load_legacy(
+    kernel_name: str,
+    sig_hash: str,
+    legacy_sig_hash: str,
+    base: str | os.PathLike[str] | None,
+    notes: list[str] | None,
+) -> Baseline | None:
+    legacy = load_baseline(kernel_name, legacy_sig_hash, base)
+    if legacy is not None and notes is not None:
+        old = baseline_path(kernel_name, legacy_sig_hash, base)
+        new = baseline_path(kernel_name, sig_hash, base)
+        notes.append(
+            f"baseline read from {old.name}, filed by argument names (before this release); "
+            f"re-key it: commit once with TRITON_INVARIANCE_COMMIT=1 (writes {new.name}), "
+            f"then delete {old}"
+        )
+    return legacy
 
 
 def _describe(config: Mapping[str, Any]) -> str:
