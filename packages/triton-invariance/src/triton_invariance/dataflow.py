@@ -24,6 +24,15 @@ keeps its place); each writer is chained to the previous writer of its block, an
 the last writer before it. Two loads, or a load and arithmetic, may swap; a load and a store, or
 two stores, may not.
 
+Shared memory is finer-grained: `ttg.local_alloc` makes a fresh buffer and the `memdesc` views
+only address one, so both are pure and hashed by what they hold and where they are used, not
+where they are printed (the allocations Triton emits for each `tl.load` feeding a `tl.dot`
+follow the loads' order). A write into a buffer (`ttg.local_store`, an async copy into it) is
+chained to the previous write into the *same* buffer and to the last writer of the block (a
+store, a barrier, an async wait, an unknown op), and a `ttg.local_load` to the last write into its
+buffer; so two independent loads and their buffers may swap, while every store, atomic, barrier
+and wait still orders everything around it.
+
 The hash is a function of the lines alone, so `InvarianceData.from_dict` re-derives it from a
 stored baseline, and it is total: a line that is not MLIR (a hand edit) is hashed as raw text.
 """
@@ -112,6 +121,29 @@ _PURE_OPS: Final = frozenset(
 _READ_OPS: Final = frozenset(
     {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "ttg.local_load", "amdg.buffer_load"}
 )
+# A fresh shared-memory buffer, and views that only address part of one: no memory effect.
+_BUFFER_OPS: Final = frozenset(
+    {
+        "ttg.local_alloc",
+        "ttg.memdesc_index",
+        "ttg.memdesc_subslice",
+        "ttg.memdesc_subview",
+        "ttg.memdesc_trans",
+        "ttg.memdesc_reshape",
+        "ttg.memdesc_reinterpret",
+    }
+)
+# Ops that write into the shared-memory buffer one of their operands addresses, and nothing else
+# a later op of the block could observe except through that buffer.
+_LOCAL_WRITE_OPS: Final = frozenset(
+    {
+        "ttg.local_store",
+        "ttg.async_copy_global_to_local",
+        "amdg.buffer_load_to_local",
+        "ttng.async_tma_copy_global_to_local",
+    }
+)
+_LOCAL_OPS: Final = _LOCAL_WRITE_OPS | {"ttg.local_load"}
 # Region-holding ops whose own effect is nothing: they are as pure as the ops inside them.
 _STRUCTURAL: Final = frozenset({"scf.for", "scf.if", "scf.while", "tt.reduce", "tt.scan"})
 # Attributes the custom printer leaves out because they have their default value.
@@ -131,7 +163,7 @@ def _h(*parts: str) -> str:
 
 def effect_of(name: str) -> int:
     """PURE, READ or WRITE for an op name (unknown ops write: they keep their place)."""
-    if name in _PURE_OPS or name.startswith(_PURE_PREFIXES):
+    if name in _PURE_OPS or name in _BUFFER_OPS or name.startswith(_PURE_PREFIXES):
         return PURE
     if name in _READ_OPS:
         return READ
@@ -195,12 +227,22 @@ def _tree(lines: Sequence[str]) -> _Block:
     return root
 
 
+@dataclass
+class _Memory:
+    """The memory state a block's ops see: the last writer, and the last write per buffer."""
+
+    barrier: str
+    buffers: dict[str, str] = field(default_factory=dict)
+
+
 class _Hasher:
     def __init__(self, lines: Sequence[str]) -> None:
         self.lines = lines
         self.hashes = [""] * len(lines)
         self.env: dict[str, str] = {}
         self.free = 0
+        # value name -> the shared-memory buffer it addresses (the allocation's hash)
+        self.buffer_of: dict[str, str] = {}
 
     def value(self, name: str) -> str:
         found = self.env.get(name)
@@ -214,16 +256,14 @@ class _Hasher:
         header = ""
         if block.index >= 0:
             header = self._header(self.lines[block.index], depth, position)
-        token = _h("entry")
+        mem = _Memory(_h("entry"))
         effect = PURE
         op_hashes = []
         for op in block.ops:
-            h, op_effect = self.op(op, depth, token)
+            h, op_effect = self.op(op, depth, mem)
             op_hashes.append(h)
             effect = max(effect, op_effect)
-            if op_effect == WRITE:
-                token = h
-        return _h("block", header, *sorted(op_hashes), token), effect
+        return _h("block", header, *sorted(op_hashes), mem.barrier), effect
 
     def _header(self, line: str, depth: int, position: int) -> str:
         template = []
@@ -237,19 +277,20 @@ class _Hasher:
                 template.append(t.text)
         return _h("header", *template)
 
-    def op(self, op: _Op, depth: int, token: str) -> tuple[str, int]:
+    def op(self, op: _Op, depth: int, mem: _Memory) -> tuple[str, int]:
         line = self.lines[op.index]
         if depth == 0:  # a new function: values are numbered afresh
-            self.env, self.free = {}, 0
+            self.env, self.free, self.buffer_of = {}, 0, {}
         tokens = _tokens(line)
         parsed = _split_op(tokens) if tokens is not None else None
         if parsed is None:
-            h = _h("raw", line.strip(), token)
+            h = mem.barrier = _h("raw", line.strip(), mem.barrier)
             self.hashes[op.index] = h
             return h, WRITE
         results, name, body = parsed
         template: list[str] = []
         operands: list[str] = []
+        operand_names: list[str] = []
         regions: list[int] = []
         declared = 0
         i, n = 0, len(body)
@@ -262,6 +303,7 @@ class _Hasher:
                     template.append("%=")
                 else:
                     operands.append(self.value(t.text))
+                    operand_names.append(t.text)
                     template.append("%")
             elif (
                 t.text == "{"
@@ -288,17 +330,23 @@ class _Hasher:
         if name in COMMUTATIVE and len(operands) == 2:
             operands.sort()
         key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
-        h = _h(
-            "op",
-            name,
-            key,
-            str(len(results)),
-            *operands,
-            *region_hashes,
-            token if effect != PURE else "",
-        )
+        buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
+        local = buffer is not None and not op.regions and name in _LOCAL_OPS
+        if local:
+            dep = _h("local", mem.barrier, mem.buffers.get(buffer or "", ""))
+        else:
+            dep = mem.barrier if effect != PURE else ""
+        h = _h("op", name, key, str(len(results)), *operands, *region_hashes, dep)
         for k, result in enumerate(results):
             self.env[result] = _h("result", h, str(k))
+        if name == "ttg.local_alloc" and results:
+            self.buffer_of[results[0]] = h
+        elif name in _BUFFER_OPS and buffer is not None and results:
+            self.buffer_of[results[0]] = buffer
+        if local and name in _LOCAL_WRITE_OPS:
+            mem.buffers[buffer or ""] = h
+        elif effect == WRITE and not local:
+            mem.barrier = h
         self.hashes[op.index] = h
         return h, effect
 
