@@ -53,8 +53,9 @@ def test_moving_a_load_past_the_store_still_changes_it(
 
 
 _ALLOC = "    %{n} = ttg.local_alloc : () -> !ttg.memdesc<4xf32, #shared, #smem, mutable>\n"
-_STORE = "    ttg.local_store %{v}, %{buf} : tensor<4xf32> -> !ttg.memdesc<4xf32, #shared, #smem, mutable>\n"
-_LOAD = "    %{n} = ttg.local_load %{buf} : !ttg.memdesc<4xf32, #shared, #smem, mutable> -> tensor<4xf32>\n"
+_MEMDESC = "!ttg.memdesc<4xf32, #shared, #smem, mutable>"
+_STORE = "    ttg.local_store %{v}, %{buf} : tensor<4xf32> -> " + _MEMDESC + "\n"
+_LOAD = "    %{n} = ttg.local_load %{buf} : " + _MEMDESC + " -> tensor<4xf32>\n"
 _SHARED = (
     "#shared = #ttg.swizzled_shared<{vec = 1, perPhase = 1, maxPhase = 1, order = [0]}>\n"
     "#smem = #ttg.shared_memory\n"

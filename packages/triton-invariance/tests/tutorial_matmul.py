@@ -1,6 +1,7 @@
 """A matmul in the style of Triton's tutorial: K loop over `tl.cdiv(K, BLOCK_K)` tiles, which
 Triton software-pipelines (shared-memory ring buffers, async copies) when num_stages > 1."""
 
+# ruff: noqa: N803
 from __future__ import annotations
 
 import triton

@@ -288,10 +288,37 @@ class _Hasher:
             self.hashes[op.index] = h
             return h, WRITE
         results, name, body = parsed
+        template, operands, operand_names = self._scan(body, depth)
+        effect = effect_of(name)
+        region_hashes = []
+        for region in op.regions:
+            parts = []
+            for position, block in enumerate(region):
+                bh, block_effect = self.block(block, depth + 1, position)
+                parts.append(bh)
+                effect = max(effect, block_effect)
+            region_hashes.append(_h("region", *parts))
+        if name in COMMUTATIVE and len(operands) == 2:
+            operands.sort()
+        key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
+        buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
+        local = buffer if not op.regions and name in _LOCAL_OPS else None
+        if local is not None:
+            dep = _h("local", mem.barrier, mem.buffers.get(local, ""))
+        else:
+            dep = mem.barrier if effect != PURE else ""
+        h = _h("op", name, key, str(len(results)), *operands, *region_hashes, dep)
+        for k, result in enumerate(results):
+            self.env[result] = _h("result", h, str(k))
+        self._track_memory(name, h, results, buffer, local, effect, mem)
+        self.hashes[op.index] = h
+        return h, effect
+
+    def _scan(self, body: list[Token], depth: int) -> tuple[list[str], list[str], list[str]]:
+        """(template with values elided, operand hashes, operand names) of an op body."""
         template: list[str] = []
         operands: list[str] = []
         operand_names: list[str] = []
-        regions: list[int] = []
         declared = 0
         i, n = 0, len(body)
         while i < n:
@@ -312,43 +339,33 @@ class _Hasher:
                 and body[i + 2].kind == NUMBER
                 and body[i + 3].text == "}"
             ):
-                regions.append(int(body[i + 2].text))
                 template.append("{region}")
                 i += 3
             else:
                 template.append(t.text)
             i += 1
-        effect = effect_of(name)
-        region_hashes = []
-        for region in op.regions:
-            parts = []
-            for position, block in enumerate(region):
-                bh, block_effect = self.block(block, depth + 1, position)
-                parts.append(bh)
-                effect = max(effect, block_effect)
-            region_hashes.append(_h("region", *parts))
-        if name in COMMUTATIVE and len(operands) == 2:
-            operands.sort()
-        key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
-        buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
-        local = buffer is not None and not op.regions and name in _LOCAL_OPS
-        if local:
-            dep = _h("local", mem.barrier, mem.buffers.get(buffer or "", ""))
-        else:
-            dep = mem.barrier if effect != PURE else ""
-        h = _h("op", name, key, str(len(results)), *operands, *region_hashes, dep)
-        for k, result in enumerate(results):
-            self.env[result] = _h("result", h, str(k))
-        if name == "ttg.local_alloc" and results:
+        return template, operands, operand_names
+
+    def _track_memory(
+        self,
+        name: str,
+        h: str,
+        results: list[str],
+        buffer: str | None,
+        local: str | None,
+        effect: int,
+        mem: _Memory,
+    ) -> None:
+        """Record which buffer a new memdesc addresses, and what later ops must come after."""
+        if results and name == "ttg.local_alloc":
             self.buffer_of[results[0]] = h
-        elif name in _BUFFER_OPS and buffer is not None and results:
+        elif results and name in _BUFFER_OPS and buffer is not None:
             self.buffer_of[results[0]] = buffer
-        if local and name in _LOCAL_WRITE_OPS:
-            mem.buffers[buffer or ""] = h
-        elif effect == WRITE and not local:
+        if local is not None:
+            if name in _LOCAL_WRITE_OPS:
+                mem.buffers[local] = h
+        elif effect == WRITE:
             mem.barrier = h
-        self.hashes[op.index] = h
-        return h, effect
 
 
 def _tokens(line: str) -> list[Token] | None:
