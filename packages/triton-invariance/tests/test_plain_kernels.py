@@ -144,3 +144,29 @@ def test_a_baseline_under_the_old_name_keyed_hash_is_still_read(
     assert ": match," in reported[-1]
     assert f"plain_scale_{keys.legacy_sig_hash}.json, filed by argument names" in reported[-1]
     assert "TRITON_INVARIANCE_COMMIT=1" in reported[-1]
+
+
+def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BLOCK 128 -> 256 files the kernel under a new key; the hook path and `check` both name
+    the baseline it replaced and what differs, instead of a bare "no baseline"."""
+    from triton_invariance.errors import BaselineNotFoundError
+
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    _launch(PLAIN, tmp_path, "near_plain", "cuda:90")
+    fn = load_variant(PLAIN, tmp_path, "near_wider", "plain_scale")
+    x, out = torch.ones(4096), torch.empty(4096)
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    with pytest.raises(BaselineNotFoundError) as info:
+        with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+            fn[(16,)](x, out, 4096, 256)
+    message = str(info.value)
+    assert "nearest baseline plain_scale_" in message
+    assert "BLOCK: 128 -> 256" in message and "changed components:" in message
+
+    _mode(monkeypatch, "commit", tmp_path / "current")
+    fn2 = load_variant(PLAIN, tmp_path, "near_wider_commit", "plain_scale")
+    with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+        fn2[(16,)](x, out, 4096, 256)
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", str(tmp_path / "base")]) == 1

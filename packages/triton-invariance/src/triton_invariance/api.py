@@ -259,6 +259,8 @@ def on_winner_selected(
                 base=base,
                 notes=notes,
                 legacy_sig_hash=legacy_sig_hash,
+                config=config,
+                specialization=specialization,
             )
             outcome = "match"
         return WinnerOutcome(

@@ -15,12 +15,14 @@ import click
 
 from triton_invariance import __version__
 from triton_invariance.errors import BaselineError, InvarianceUsageError, TritonInvarianceError
+from triton_invariance.nearest import nearest_baseline
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
     Baseline,
     get_baselines_dir,
     list_baselines,
     read_baseline_file,
+    usable_baselines,
 )
 
 EXIT_OK = 0
@@ -190,6 +192,15 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
         if not baseline_file.exists():
             failures += 1
             click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
+            near = nearest_baseline(
+                now.invariance,
+                now.config,
+                now.specialization,
+                usable_baselines(list_baselines(base)),
+            )
+            if near is not None:
+                click.echo(f"  {near.describe()}")
+                click.echo(near.baseline.invariance.diff_report(now.invariance))
             continue
         then = read_baseline_file(baseline_file)
         if then.invariance.matches(now.invariance):

@@ -163,7 +163,12 @@ def _commit(gate: _Gate) -> None:
 def _compare(gate: _Gate) -> None:
     from triton_invariance.errors import TritonInvarianceError
     from triton_invariance.nearest import nearest_baseline
-    from triton_invariance.storage import Baseline, list_baselines, load_baseline
+    from triton_invariance.storage import (
+        Baseline,
+        list_baselines,
+        load_baseline,
+        usable_baselines,
+    )
 
     matched = 0
     used: set[str] = set()  # file stems a compiled variant was compared with
@@ -202,7 +207,7 @@ def _compare(gate: _Gate) -> None:
         mismatched.setdefault(kernel, []).append((stem, baseline, inv))
     _report_mismatches(gate, mismatched)
     unused = [p for p in list_baselines(gate.directory) if p.stem not in used]
-    candidates = _readable(unused)
+    candidates = usable_baselines(unused)
     for stem in missing:
         kernel, _digest, inv, config, spec, _legacy = gate.seen[stem]
         gate.report.append(f"MISSING {stem}: no baseline in {gate.directory}")
@@ -239,17 +244,3 @@ def _report_mismatches(gate: _Gate, mismatched: dict[str, list[tuple[str, Any, A
             changed = other_base.invariance.changed_components(other_inv)
             if changed != first:
                 gate.report.append(f"  {other_stem} changed: {', '.join(changed)}")
-
-
-def _readable(paths: list[Path]) -> list[Any]:
-    """The baselines among `paths` that read cleanly (a bad one was reported elsewhere)."""
-    from triton_invariance.errors import TritonInvarianceError
-    from triton_invariance.storage import read_baseline_file
-
-    out = []
-    for path in paths:
-        try:
-            out.append(read_baseline_file(path))
-        except TritonInvarianceError:
-            continue
-    return out

@@ -243,6 +243,18 @@ def list_baselines(base: str | os.PathLike[str] | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if p.is_file())
 
 
+def usable_baselines(paths: list[Path]) -> list[Baseline]:
+    """The baselines among `paths` that read cleanly; an unusable file is skipped here (it is
+    reported where it is compared, not where it is only a candidate)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(read_baseline_file(path))
+        except BaselineError:
+            continue
+    return out
+
+
 def commit_invariance(
     kernel_name: str,
     sig_hash: str,
@@ -316,6 +328,8 @@ def compare_and_report(
     base: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
     legacy_sig_hash: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -327,6 +341,8 @@ def compare_and_report(
     What the comparison could not check (a component only one side recorded) is appended to
     `notes` when given. Without a baseline under `sig_hash`, one under `legacy_sig_hash` (the
     argument-name-keyed hash of earlier releases) is used, with a note saying how to re-key it.
+    With no baseline at all, the error names the nearest committed baseline of the same kernel
+    (`config` / `specialization` are the current variant's, for saying what differs).
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
@@ -340,7 +356,8 @@ def compare_and_report(
         raise BaselineNotFoundError(
             path,
             f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
-            f"TRITON_INVARIANCE_COMMIT=1",
+            f"TRITON_INVARIANCE_COMMIT=1"
+            + _nearest_text(current, config or {}, specialization or {}, base),
         )
     if notes is not None:
         notes.extend(baseline.invariance.comparison_notes(current))
@@ -361,6 +378,25 @@ def compare_and_report(
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
+
+
+def _nearest_text(
+    current: InvarianceData,
+    config: Mapping[str, Any],
+    specialization: Mapping[str, Any],
+    base: str | os.PathLike[str] | None,
+) -> str:
+    """`; nearest baseline ...` and its diff report, or "" when the kernel has no baseline."""
+    from triton_invariance.nearest import nearest_baseline
+
+    same_kernel = [
+        p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == current.kernel_name
+    ]
+    candidates = usable_baselines(same_kernel)
+    near = nearest_baseline(current, config, specialization, candidates)
+    if near is None:
+        return ""
+    return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
 
 
 def _load_legacy(
