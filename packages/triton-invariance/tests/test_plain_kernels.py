@@ -158,9 +158,11 @@ def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
     fn = load_variant(PLAIN, tmp_path, "near_wider", "plain_scale")
     x, out = torch.ones(4096), torch.empty(4096)
     _mode(monkeypatch, "compare", tmp_path / "base")
-    with pytest.raises(BaselineNotFoundError) as info:
-        with compile_only(GPUTarget(*TARGETS["cuda:90"])):
-            fn[(16,)](x, out, 4096, 256)
+    with (
+        pytest.raises(BaselineNotFoundError) as info,
+        compile_only(GPUTarget(*TARGETS["cuda:90"])),
+    ):
+        fn[(16,)](x, out, 4096, 256)
     message = str(info.value)
     assert "nearest baseline plain_scale_" in message
     assert "BLOCK: 128 -> 256" in message and "changed components:" in message
