@@ -172,3 +172,22 @@ def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
     with compile_only(GPUTarget(*TARGETS["cuda:90"])):
         fn2[(16,)](x, out, 4096, 256)
     assert cli_main(["check", str(tmp_path / "current"), "--dir", str(tmp_path / "base")]) == 1
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_fp_fusion_off_with_the_same_binary_is_a_match_with_a_note(
+    target: str, reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The options component records fp fusion; a kernel with nothing to fuse compiles to the
+    same binary either way, and the compare says exactly that instead of a mismatch."""
+    copy = PLAIN.replace(" * 2.0", "")
+    tag = target.replace(":", "_")
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    # One module file for both: the binary's line info names the source file.
+    _launch(copy, tmp_path, f"fusion_{tag}", target)
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    _launch(copy, tmp_path, f"fusion_{tag}", target)
+    assert ": match," in reported[-1]
+    assert "option changed; compiled code identical (same binary)" in reported[-1]
+    assert "enable_fp_fusion: true -> false" in reported[-1]

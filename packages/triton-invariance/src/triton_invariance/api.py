@@ -215,12 +215,15 @@ def on_winner_selected(
     base: str | os.PathLike[str] | None = None,
     cache: InvarianceCache = _invariance_cache,
     legacy_sig_hash: str | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
     `config` and `specialization` (readable mappings) are stored in the baseline for people.
     `mode` defaults to the environment (`mode_from_env`); "off" only clears. A compare falls back
-    to a baseline filed under `legacy_sig_hash` (an earlier release's name-keyed hash). Raises
+    to a baseline filed under `legacy_sig_hash` (an earlier release's name-keyed hash).
+    `recorded` (unhashed observations such as `asm_digest`) is committed next to the fingerprint
+    and, for a compare, tells an option change with identical compiled code from a change. Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
     """
@@ -248,6 +251,7 @@ def on_winner_selected(
                 config=config,
                 specialization=specialization,
                 base=base,
+                recorded=recorded,
             )
         else:
             compare_and_report(
@@ -261,6 +265,7 @@ def on_winner_selected(
                 legacy_sig_hash=legacy_sig_hash,
                 config=config,
                 specialization=specialization,
+                asm_digest=(recorded or {}).get("asm_digest"),
             )
             outcome = "match"
         return WinnerOutcome(

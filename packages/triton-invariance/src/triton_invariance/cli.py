@@ -24,6 +24,7 @@ from triton_invariance.storage import (
     read_baseline_file,
     usable_baselines,
 )
+from triton_invariance.verdict import identical_code_note
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -203,9 +204,16 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
                 click.echo(near.baseline.invariance.diff_report(now.invariance))
             continue
         then = read_baseline_file(baseline_file)
-        if then.invariance.matches(now.invariance):
+        same_code = identical_code_note(
+            then.invariance,
+            then.recorded.get("asm_digest"),
+            now.invariance,
+            now.recorded.get("asm_digest"),
+        )
+        if then.invariance.matches(now.invariance) or same_code is not None:
             click.echo(f"ok      {path.stem}")
-            for note in then.invariance.comparison_notes(now.invariance):
+            notes = then.invariance.comparison_notes(now.invariance)
+            for note in notes + ([same_code] if same_code else []):
                 click.echo(f"        {note}")
             continue
         failures += 1

@@ -49,6 +49,7 @@ from triton_invariance.cache import _invariance_cache
 from triton_invariance.data import InvarianceData
 from triton_invariance.errors import FingerprintUnavailableError
 from triton_invariance.fingerprint import compute_invariance
+from triton_invariance.verdict import CODE_KINDS, asm_digest, asm_digest_of_text
 
 Reporter = Callable[[str], None]
 
@@ -82,6 +83,8 @@ class CompiledVariant:
     attrs: Mapping[str, str]  # argument name -> specialisation attributes ("tt.divisibility=16")
     options: Mapping[str, Any]  # the autotune-config options Triton compiled with
     invariance: InvarianceData
+    asm_digest: str | None = None  # of the binary (or assembly), when Triton produced it
+    kernel_hash: str = ""  # Triton's hash of the compiled kernel (`CompiledKernel.hash`)
 
     def keys(self, tuned: frozenset[str], options_chosen_by_caller: bool = False) -> VariantKeys:
         """File this variant for an autotuner whose configs set the constexprs in `tuned`.
@@ -103,7 +106,9 @@ class CompiledVariant:
         )
 
 
-def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> CompiledVariant:
+def describe_variant(
+    src: Any, metadata: Mapping[str, Any], ttgir: str, asm_hash: str | None = None
+) -> CompiledVariant:
     """Build the record of one compile from Triton's `ASTSource`, metadata and TTGIR text."""
     arg_names = list(src.fn.arg_names)
 
@@ -126,6 +131,8 @@ def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> Compi
         attrs=attrs,
         options=options,
         invariance=compute_invariance(ttgir, kernel_name=src.name, metadata=metadata),
+        asm_digest=asm_hash,
+        kernel_hash=str(metadata.get("hash", "")),
     )
 
 
@@ -179,8 +186,8 @@ def _on_compiled(**kwargs: Any) -> None:
     if not hasattr(src, "fn"):  # compiled from an IR file: no Python kernel to tie it to
         return
     metadata = kwargs["metadata"]
-    ttgir = ttgir_of_compile(kwargs["metadata_group"], src.name)
-    variant = describe_variant(src, metadata, ttgir)
+    group = kwargs["metadata_group"]
+    variant = describe_variant(src, metadata, ttgir_of_compile(group, src.name), asm_digest(group))
     kernel_hash = str(metadata["hash"])
     with _state.lock:
         _state.variants[kernel_hash] = variant
@@ -207,7 +214,13 @@ def _variant_of(kernel: Any) -> CompiledVariant:
         raise FingerprintUnavailableError(
             f"kernel {kernel.name!r} carries no TTGIR (is TRITON_STORE_BINARY_ONLY set?)"
         )
-    variant = describe_variant(kernel.src, kernel.metadata._asdict(), kernel.asm["ttgir"])
+    asm = next((kernel.asm[k] for k in CODE_KINDS if k in kernel.asm), None)
+    variant = describe_variant(
+        kernel.src,
+        kernel.metadata._asdict(),
+        kernel.asm["ttgir"],
+        None if asm is None else asm_digest_of_text(asm),
+    )
     with _state.lock:
         _state.variants[kernel.hash] = variant
     return variant
@@ -263,6 +276,7 @@ def _decide(
         specialization=keys.specialization,
         mode=mode,
         legacy_sig_hash=keys.legacy_sig_hash,
+        recorded={"asm_digest": winner.asm_digest} if winner.asm_digest else None,
     )
     with _state.lock:
         _state.decided.add(kernel_hash)

@@ -49,6 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "baselines, or compare them with the baselines (a change fails the session).",
     )
     group.addoption(
+        "--triton-invariance-record-scalars",
+        action="store_true",
+        default=False,
+        help="Also record the float scalar arguments each kernel variant is launched with "
+        "(commit) and fail when they changed (compare): runtime values are not part of the "
+        "compiled kernel, so the fingerprint cannot see them.",
+    )
+    group.addoption(
         "--triton-invariance-dir",
         default=None,
         metavar="DIR",
@@ -58,31 +66,58 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @dataclass
+class _Seen:
+    """One compiled kernel variant, as the gate files it."""
+
+    kernel: str
+    digest: str  # the variant hash: argument types by position, specialisation, options
+    invariance: Any
+    config: dict[str, Any]
+    specialization: dict[str, Any]
+    legacy_digest: str  # what earlier releases filed it under (argument names were part of it)
+    asm_digest: str | None
+    # argument position -> (name, float values it was launched with), under --record-scalars
+    scalars: dict[int, tuple[str, set[str]]] = field(default_factory=dict)
+
+    @property
+    def stem(self) -> str:
+        return f"{self.kernel}_{self.digest}"
+
+
+@dataclass
 class _Gate:
     mode: str
     directory: Path
+    record_scalars: bool = False
     listening: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    # file stem -> (kernel name, variant hash, fingerprint data, readable config, specialisation,
-    # the variant hash earlier releases filed it under: argument names were part of it)
-    seen: dict[str, tuple[str, str, Any, dict[str, Any], dict[str, Any], str]] = field(
-        default_factory=dict
-    )
+    seen: dict[str, _Seen] = field(default_factory=dict)  # file stem -> variant
+    by_hash: dict[str, str] = field(default_factory=dict)  # Triton's kernel hash -> file stem
     lock: threading.Lock = field(default_factory=threading.Lock)
     report: list[str] = field(default_factory=list)
     failed: bool = False
 
     def record(self, variant: CompiledVariant) -> None:
         keys = variant.keys(frozenset())
-        entry = (
+        entry = _Seen(
             variant.kernel_name,
             _variant_digest(keys.sig_hash, keys.cfg_hash),
             variant.invariance,
             dict(keys.config),
             dict(keys.specialization),
             _variant_digest(keys.legacy_sig_hash, keys.cfg_hash),
+            variant.asm_digest,
         )
         with self.lock:
-            self.seen[f"{variant.kernel_name}_{entry[1]}"] = entry
+            self.seen.setdefault(entry.stem, entry)
+            self.by_hash[variant.kernel_hash] = entry.stem
+
+    def launched(self, kernel_hash: str, scalars: dict[int, tuple[str, str]]) -> None:
+        with self.lock:
+            entry = self.seen.get(self.by_hash.get(kernel_hash, ""))
+            if entry is None:  # compiled before the session: not a variant the gate knows
+                return
+            for pos, (name, value) in scalars.items():
+                entry.scalars.setdefault(pos, (name, set()))[1].add(value)
 
 
 def _variant_digest(sig_hash: str, cfg_hash: str) -> str:
@@ -97,8 +132,13 @@ def pytest_configure(config: pytest.Config) -> None:
     from triton_invariance.record import on_compile
     from triton_invariance.storage import get_baselines_dir
 
-    gate = _Gate(mode, get_baselines_dir(config.getoption("--triton-invariance-dir")))
+    directory = get_baselines_dir(config.getoption("--triton-invariance-dir"))
+    gate = _Gate(mode, directory, config.getoption("--triton-invariance-record-scalars"))
     gate.listening.enter_context(on_compile(gate.record))
+    if gate.record_scalars:
+        from triton_invariance.scalars import on_launch
+
+        gate.listening.enter_context(on_launch(gate.launched))
     config.stash[_KEY] = gate
 
 
@@ -135,19 +175,26 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _commit(gate: _Gate) -> None:
     from triton_invariance.errors import TritonInvarianceError
+    from triton_invariance.scalars import to_record
     from triton_invariance.storage import commit_invariance
 
     counts: dict[str, int] = {}
-    for stem, (kernel, digest, inv, config, specialization, _legacy) in sorted(gate.seen.items()):
+    for stem, seen in sorted(gate.seen.items()):
+        recorded: dict[str, Any] = {}
+        if seen.asm_digest is not None:
+            recorded["asm_digest"] = seen.asm_digest
+        if gate.record_scalars:
+            recorded["launch_scalars"] = to_record(seen.scalars)
         try:
             outcome = commit_invariance(
-                kernel,
-                digest,
-                inv,
-                config_hash=digest,
-                config=config,
-                specialization=specialization,
+                seen.kernel,
+                seen.digest,
+                seen.invariance,
+                config_hash=seen.digest,
+                config=seen.config,
+                specialization=seen.specialization,
                 base=gate.directory,
+                recorded=recorded,
             )
         except TritonInvarianceError as exc:
             gate.failed = True
@@ -160,35 +207,38 @@ def _commit(gate: _Gate) -> None:
     )
 
 
+def _baseline_of(gate: _Gate, seen: _Seen, used: set[str]) -> Any:
+    """The committed baseline of a variant (under its name-keyed stem of earlier releases too)."""
+    from triton_invariance.storage import load_baseline
+
+    baseline = load_baseline(seen.kernel, seen.digest, gate.directory)
+    used.add(seen.stem)
+    if baseline is None and seen.legacy_digest != seen.digest:
+        baseline = load_baseline(seen.kernel, seen.legacy_digest, gate.directory)
+        if baseline is not None:
+            used.add(f"{seen.kernel}_{seen.legacy_digest}")
+            gate.report.append(
+                f"note {seen.stem}: baseline read from {seen.kernel}_{seen.legacy_digest}.json, "
+                f"filed by argument names (before this release); re-key it: commit once, then "
+                f"delete that file"
+            )
+    return baseline
+
+
 def _compare(gate: _Gate) -> None:
     from triton_invariance.errors import TritonInvarianceError
-    from triton_invariance.nearest import nearest_baseline
-    from triton_invariance.storage import (
-        Baseline,
-        list_baselines,
-        load_baseline,
-        usable_baselines,
-    )
+    from triton_invariance.storage import list_baselines
+    from triton_invariance.verdict import identical_code_note
 
     matched = 0
     used: set[str] = set()  # file stems a compiled variant was compared with
     missing: list[str] = []
     # kernel name -> [(stem, baseline, current)]: one report block per kernel, so one edit to
     # an autotuned kernel reads as one change, not one per config.
-    mismatched: dict[str, list[tuple[str, Baseline, Any]]] = {}
-    for stem, (kernel, digest, inv, _config, _spec, legacy) in sorted(gate.seen.items()):
+    mismatched: dict[str, list[tuple[str, Any, Any]]] = {}
+    for stem, seen in sorted(gate.seen.items()):
         try:
-            baseline = load_baseline(kernel, digest, gate.directory)
-            used.add(stem)
-            if baseline is None and legacy != digest:
-                baseline = load_baseline(kernel, legacy, gate.directory)
-                if baseline is not None:
-                    used.add(f"{kernel}_{legacy}")
-                    gate.report.append(
-                        f"note {stem}: baseline read from {kernel}_{legacy}.json, filed by "
-                        f"argument names (before this release); re-key it: commit once, then "
-                        f"delete that file"
-                    )
+            baseline = _baseline_of(gate, seen, used)
         except TritonInvarianceError as exc:
             gate.failed = True
             gate.report.append(f"ERROR {stem}: {exc}")
@@ -197,25 +247,21 @@ def _compare(gate: _Gate) -> None:
             gate.failed = True
             missing.append(stem)
             continue
-        if baseline.invariance.matches(inv):
+        _check_scalars(gate, seen, baseline)
+        inv = seen.invariance
+        same_code = identical_code_note(
+            baseline.invariance, baseline.recorded.get("asm_digest"), inv, seen.asm_digest
+        )
+        if baseline.invariance.matches(inv) or same_code is not None:
             matched += 1
-            gate.report.extend(
-                f"note {stem}: {n}" for n in baseline.invariance.comparison_notes(inv)
-            )
+            notes = baseline.invariance.comparison_notes(inv) + ([same_code] if same_code else [])
+            gate.report.extend(f"note {stem}: {n}" for n in notes)
             continue
         gate.failed = True
-        mismatched.setdefault(kernel, []).append((stem, baseline, inv))
+        mismatched.setdefault(seen.kernel, []).append((stem, baseline, inv))
     _report_mismatches(gate, mismatched)
     unused = [p for p in list_baselines(gate.directory) if p.stem not in used]
-    candidates = usable_baselines(unused)
-    for stem in missing:
-        kernel, _digest, inv, config, spec, _legacy = gate.seen[stem]
-        gate.report.append(f"MISSING {stem}: no baseline in {gate.directory}")
-        near = nearest_baseline(inv, config, spec, candidates)
-        if near is not None:
-            used.add(f"{near.baseline.kernel_name}_{near.baseline.signature_hash}")
-            gate.report.append("  " + near.describe())
-            gate.report.append(near.baseline.invariance.diff_report(inv))
+    _report_missing(gate, missing, unused, used)
     unseen = sorted(p.stem for p in unused if p.stem not in used)
     if unseen:
         kernels = sorted({s.rsplit("_", 1)[0] for s in unseen})
@@ -229,6 +275,38 @@ def _compare(gate: _Gate) -> None:
         f"triton-invariance compare {verdict}: {matched}/{len(gate.seen)} kernel variant(s) "
         f"match {gate.directory}"
     )
+
+
+def _check_scalars(gate: _Gate, seen: _Seen, baseline: Any) -> None:
+    """Under --record-scalars, a changed float launch argument fails the session."""
+    recorded = baseline.recorded.get("launch_scalars")
+    if not gate.record_scalars or not isinstance(recorded, dict):
+        return
+    from triton_invariance.scalars import scalar_changes
+
+    changes = scalar_changes(recorded, seen.scalars)
+    if changes:
+        gate.failed = True
+        gate.report.append(
+            f"SCALARS {seen.stem}: launched with other float arguments than at commit "
+            f"(not part of the compiled kernel): {'; '.join(changes)}"
+        )
+
+
+def _report_missing(gate: _Gate, missing: list[str], unused: list[Path], used: set[str]) -> None:
+    """Each missing variant, diffed against the nearest unused baseline of its kernel."""
+    from triton_invariance.nearest import nearest_baseline
+    from triton_invariance.storage import usable_baselines
+
+    candidates = usable_baselines(unused) if missing else []
+    for stem in missing:
+        seen = gate.seen[stem]
+        gate.report.append(f"MISSING {stem}: no baseline in {gate.directory}")
+        near = nearest_baseline(seen.invariance, seen.config, seen.specialization, candidates)
+        if near is not None:
+            used.add(f"{near.baseline.kernel_name}_{near.baseline.signature_hash}")
+            gate.report.append("  " + near.describe())
+            gate.report.append(near.baseline.invariance.diff_report(seen.invariance))
 
 
 def _report_mismatches(gate: _Gate, mismatched: dict[str, list[tuple[str, Any, Any]]]) -> None:

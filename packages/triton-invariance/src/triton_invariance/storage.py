@@ -63,10 +63,13 @@ class Baseline:
     invariance: InvarianceData
     config: Mapping[str, Any] = field(default_factory=dict)
     specialization: Mapping[str, Any] = field(default_factory=dict)
+    # What was observed next to the fingerprint but is not part of it: `asm_digest` (the
+    # backend assembly's hash), `launch_scalars`, `autotune_key`, `family` (see RECORDED_KEYS).
+    recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written to disk."""
-        return {
+        doc = {
             "format_version": FORMAT_VERSION,
             "kernel_name": self.kernel_name,
             "signature_hash": self.signature_hash,
@@ -74,6 +77,9 @@ class Baseline:
             "specialization": dict(self.specialization),
             "invariance": {**self.invariance.to_dict(), "config_hash": self.config_hash},
         }
+        if self.recorded:
+            doc["recorded"] = dict(self.recorded)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: object, path: Path) -> Baseline:
@@ -130,7 +136,10 @@ class Baseline:
                 f"invariance.kernel_name {invariance.kernel_name!r} differs from "
                 f"kernel_name {kernel_name!r}",
             )
-        return cls(kernel_name, signature_hash, config_hash, invariance, config, specialization)
+        recorded = _optional_object(doc, "recorded", path)
+        return cls(
+            kernel_name, signature_hash, config_hash, invariance, config, specialization, recorded
+        )
 
 
 def _optional_object(doc: Mapping[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -264,15 +273,25 @@ def commit_invariance(
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
     base: str | os.PathLike[str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> CommitOutcome:
     """Write the winner's fingerprint as the baseline of `kernel_name`/`sig_hash`.
+
+    `recorded` (unhashed observations: assembly digest, launch scalars, autotune key) is stored
+    next to the fingerprint for the reports.
 
     Returns "created", "updated" (an earlier, different baseline was replaced) or "unchanged"
     (the same fingerprint and config are already committed; the file is left untouched).
     """
     path = baseline_path(kernel_name, sig_hash, base)
     new = Baseline(
-        kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
+        kernel_name,
+        sig_hash,
+        config_hash,
+        inv,
+        dict(config or {}),
+        dict(specialization or {}),
+        dict(recorded or {}),
     )
     text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
     try:
@@ -330,6 +349,7 @@ def compare_and_report(
     legacy_sig_hash: str | None = None,
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
+    asm_digest: str | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -342,7 +362,9 @@ def compare_and_report(
     `notes` when given. Without a baseline under `sig_hash`, one under `legacy_sig_hash` (the
     argument-name-keyed hash of earlier releases) is used, with a note saying how to re-key it.
     With no baseline at all, the error names the nearest committed baseline of the same kernel
-    (`config` / `specialization` are the current variant's, for saying what differs).
+    (`config` / `specialization` are the current variant's, for saying what differs). When
+    only the compile options differ and `asm_digest` equals the baseline's recorded one, the
+    compiled code is the same: a match, with a note saying so.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
@@ -362,6 +384,15 @@ def compare_and_report(
     if notes is not None:
         notes.extend(baseline.invariance.comparison_notes(current))
     if baseline.invariance.matches(current):
+        return True
+    from triton_invariance.verdict import identical_code_note
+
+    same_code = identical_code_note(
+        baseline.invariance, baseline.recorded.get("asm_digest"), current, asm_digest
+    )
+    if same_code is not None:
+        if notes is not None:
+            notes.append(same_code)
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
