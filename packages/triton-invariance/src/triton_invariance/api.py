@@ -15,6 +15,7 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from triton_invariance.cache import InvarianceCache, _invariance_cache
@@ -25,6 +26,7 @@ from triton_invariance.storage import (
     baseline_path,
     commit_invariance,
     compare_and_report,
+    family_baselines,
 )
 
 COMMIT_ENV = "TRITON_INVARIANCE_COMMIT"
@@ -35,6 +37,8 @@ _OFF = frozenset({"", "0", "false", "no", "off"})
 CONFIG_OPTIONS = ("num_warps", "num_ctas", "num_stages", "maxnreg", "ir_override")
 
 Mode = Literal["off", "commit", "compare"]
+_BY_NAMES = "filed by argument names (before this release)"
+_KEYLESS = "one baseline for every autotune key (before per-key baselines)"
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -189,7 +193,7 @@ class WinnerOutcome:
     sig_hash: str
     cfg_hash: str
     mode: Mode
-    outcome: CommitOutcome | Literal["match"]
+    outcome: CommitOutcome | Literal["match", "new"]
     fingerprint: str
     path: os.PathLike[str]
     notes: tuple[str, ...] = ()
@@ -216,6 +220,8 @@ def on_winner_selected(
     cache: InvarianceCache = _invariance_cache,
     legacy_sig_hash: str | None = None,
     recorded: Mapping[str, Any] | None = None,
+    autotune_key: Mapping[str, Any] | None = None,
+    key_sig_hash: str | None = None,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
@@ -223,7 +229,10 @@ def on_winner_selected(
     `mode` defaults to the environment (`mode_from_env`); "off" only clears. A compare falls back
     to a baseline filed under `legacy_sig_hash` (an earlier release's name-keyed hash).
     `recorded` (unhashed observations such as `asm_digest`) is committed next to the fingerprint
-    and, for a compare, tells an option change with identical compiled code from a change. Raises
+    and, for a compare, tells an option change with identical compiled code from a change.
+    `key_sig_hash` files the winner per autotune key (`autotune_key`, the values of the
+    autotuner's `key` arguments) instead of per signature; a compare of a key that has no
+    baseline while other keys of the signature do is outcome "new", not an error. Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
     """
@@ -239,13 +248,35 @@ def on_winner_selected(
                 f"config {winning_cfg_hash}); the compile hook did not see it compile "
                 f"(install the hooks before the kernel compiles)"
             )
-        path = baseline_path(kernel_name, sig_hash, base)
+        file_sig = key_sig_hash or sig_hash
+        path = baseline_path(kernel_name, file_sig, base)
         notes: list[str] = []
-        outcome: CommitOutcome | Literal["match"]
+        outcome: CommitOutcome | Literal["match", "new"]
+        if key_sig_hash is not None:
+            recorded = {**(recorded or {}), "autotune_key": dict(autotune_key or {})}
+            recorded["family"] = sig_hash
+        if active == "compare" and key_sig_hash is not None and not Path(path).exists():
+            others = family_baselines(kernel_name, sig_hash, base)
+            if others:
+                shown = ", ".join(f"{k}={v}" for k, v in (autotune_key or {}).items())
+                notes.append(
+                    f"new autotune key ({shown}): no baseline for it yet, {len(others)} other "
+                    f"key(s) of this signature committed; commit to add it"
+                )
+                return WinnerOutcome(
+                    kernel_name,
+                    file_sig,
+                    winning_cfg_hash,
+                    active,
+                    "new",
+                    inv.fingerprint,
+                    path,
+                    tuple(notes),
+                )
         if active == "commit":
             outcome = commit_invariance(
                 kernel_name,
-                sig_hash,
+                file_sig,
                 inv,
                 config_hash=winning_cfg_hash,
                 config=config,
@@ -254,15 +285,18 @@ def on_winner_selected(
                 recorded=recorded,
             )
         else:
+            fallbacks = [] if key_sig_hash is None else [(sig_hash, _KEYLESS)]
+            if legacy_sig_hash is not None:
+                fallbacks.append((legacy_sig_hash, _BY_NAMES))
             compare_and_report(
                 kernel_name,
-                sig_hash,
+                file_sig,
                 inv,
                 config_hash=winning_cfg_hash,
                 alternatives=variants,
                 base=base,
                 notes=notes,
-                legacy_sig_hash=legacy_sig_hash,
+                fallbacks=fallbacks,
                 config=config,
                 specialization=specialization,
                 asm_digest=(recorded or {}).get("asm_digest"),
@@ -270,7 +304,7 @@ def on_winner_selected(
             outcome = "match"
         return WinnerOutcome(
             kernel_name,
-            sig_hash,
+            file_sig,
             winning_cfg_hash,
             active,
             outcome,

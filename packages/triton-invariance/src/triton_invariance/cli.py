@@ -19,6 +19,7 @@ from triton_invariance.nearest import nearest_baseline
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
     Baseline,
+    family_baselines,
     get_baselines_dir,
     list_baselines,
     read_baseline_file,
@@ -177,7 +178,9 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
 
     CURRENT is a directory written by a run with TRITON_INVARIANCE_COMMIT=1 and
     TRITON_INVARIANCE_BASELINE_DIR=CURRENT. Every file there must have a baseline with the
-    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A baseline
+    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A winner for an
+    autotune key with no baseline while other keys of its signature have one is `new` (not a
+    failure). A baseline
     with no current counterpart is reported (a warning; a failure under --strict).
     """
     if not current.is_dir():
@@ -190,6 +193,17 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
     for path in paths:
         now = read_baseline_file(path)
         baseline_file = base / path.name
+        family = now.recorded.get("family")
+        if not baseline_file.exists() and isinstance(family, str):
+            others = family_baselines(now.kernel_name, family, base)
+            if others:
+                key = now.recorded.get("autotune_key") or {}
+                shown = ", ".join(f"{k}={v}" for k, v in key.items())
+                click.echo(
+                    f"new     {path.stem}: new autotune key ({shown}); {len(others)} other "
+                    f"key(s) of this signature committed"
+                )
+                continue
         if not baseline_file.exists():
             failures += 1
             click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")

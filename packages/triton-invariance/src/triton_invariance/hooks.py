@@ -234,11 +234,17 @@ def _tuned_names(autotuner: Any) -> frozenset[str]:
     return tuned
 
 
-def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerOutcome | None:
+def winner_selected(
+    kernel: Any,
+    tuned: frozenset[str] = frozenset(),
+    autotune_key: Mapping[str, Any] | None = None,
+) -> WinnerOutcome | None:
     """Commit / compare the winner `kernel` (a `CompiledKernel`) once per process.
 
-    `tuned` names the constexprs the autotuner's configs set. Called by the `Autotuner.run`
-    wrapper; exposed so a program that picks a winner by other means can apply the same rule.
+    `tuned` names the constexprs the autotuner's configs set; `autotune_key` (the values of its
+    `key` arguments) files the winner per key, since each key may pick another config. Called
+    by the `Autotuner.run` wrapper; exposed so a program that picks a winner by other means can
+    apply the same rule.
     """
     kernel_hash = getattr(kernel, "hash", None)
     if kernel_hash is None or kernel_hash in _state.decided or mode_from_env() == "off":
@@ -252,7 +258,7 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
         siblings = [v for v in _state.variants.values() if v.kernel_name == winner.kernel_name]
     for sibling in siblings:
         _cache(sibling, tuned)
-    return _decide(winner, kernel_hash, tuned)
+    return _decide(winner, kernel_hash, tuned, autotune_key=autotune_key)
 
 
 def _decide(
@@ -260,6 +266,7 @@ def _decide(
     kernel_hash: str,
     tuned: frozenset[str],
     options_chosen_by_caller: bool = False,
+    autotune_key: Mapping[str, Any] | None = None,
 ) -> WinnerOutcome | None:
     """Commit / compare `winner` unless this process already decided its kernel hash."""
     if kernel_hash in _state.decided:
@@ -268,6 +275,10 @@ def _decide(
     if mode == "off":
         return None
     keys = _cache(winner, tuned, options_chosen_by_caller)
+    key_sig_hash = None
+    if autotune_key:
+        per_key = {f"{name}.autotune_key": value for name, value in autotune_key.items()}
+        key_sig_hash = compute_signature_hash(winner.signature, {**keys.specialization, **per_key})
     outcome = on_winner_selected(
         winner.kernel_name,
         keys.sig_hash,
@@ -277,12 +288,32 @@ def _decide(
         mode=mode,
         legacy_sig_hash=keys.legacy_sig_hash,
         recorded={"asm_digest": winner.asm_digest} if winner.asm_digest else None,
+        autotune_key=autotune_key,
+        key_sig_hash=key_sig_hash,
     )
     with _state.lock:
         _state.decided.add(kernel_hash)
     if outcome is not None:
         _state.report(outcome.describe())
     return outcome
+
+
+def autotune_key(
+    autotuner: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The values of the autotuner's `key` arguments in one call (what its winner depends on).
+
+    A tensor (Triton also keys on argument dtypes) is named by its dtype, never its address.
+    """
+    bound = dict(zip(autotuner.arg_names, args, strict=False))
+    bound.update(kwargs)
+    out: dict[str, Any] = {}
+    for name in getattr(autotuner, "keys", ()):
+        if name in bound:
+            value = bound[name]
+            plain = value is None or isinstance(value, bool | int | float | str)
+            out[name] = value if plain else str(getattr(value, "dtype", type(value).__name__))
+    return out
 
 
 def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -295,7 +326,7 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _TUNED.reset(token)
         if getattr(ret, "hash", None) not in _state.decided:
-            winner_selected(ret, tuned)
+            winner_selected(ret, tuned, autotune_key(self, args, kwargs))
         return ret
 
     run.__triton_invariance_wrapper__ = True  # type: ignore[attr-defined]

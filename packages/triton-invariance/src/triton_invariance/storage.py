@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -346,7 +346,7 @@ def compare_and_report(
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
-    legacy_sig_hash: str | None = None,
+    fallbacks: Sequence[tuple[str, str]] = (),
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
     asm_digest: str | None = None,
@@ -359,8 +359,9 @@ def compare_and_report(
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
     What the comparison could not check (a component only one side recorded) is appended to
-    `notes` when given. Without a baseline under `sig_hash`, one under `legacy_sig_hash` (the
-    argument-name-keyed hash of earlier releases) is used, with a note saying how to re-key it.
+    `notes` when given. Without a baseline under `sig_hash`, the first of `fallbacks` (signature
+    hash, why it was filed there: e.g. the argument-name-keyed hash of earlier releases) that has
+    one is used, with a note saying how to re-key it.
     With no baseline at all, the error names the nearest committed baseline of the same kernel
     (`config` / `specialization` are the current variant's, for saying what differs). When
     only the compile options differ and `asm_digest` equals the baseline's recorded one, the
@@ -370,10 +371,12 @@ def compare_and_report(
 
     path = baseline_path(kernel_name, sig_hash, base)
     baseline = load_baseline(kernel_name, sig_hash, base)
-    if baseline is None and legacy_sig_hash is not None:
-        baseline = _load_legacy(kernel_name, sig_hash, legacy_sig_hash, base, notes)
+    for old_hash, why in fallbacks:
         if baseline is not None:
-            path = baseline_path(kernel_name, legacy_sig_hash, base)
+            break
+        baseline = _load_fallback(kernel_name, sig_hash, old_hash, why, base, notes)
+        if baseline is not None:
+            path = baseline_path(kernel_name, old_hash, base)
     if baseline is None:
         raise BaselineNotFoundError(
             path,
@@ -430,23 +433,31 @@ def _nearest_text(
     return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
 
 
-def _load_legacy(
+def _load_fallback(
     kernel_name: str,
     sig_hash: str,
-    legacy_sig_hash: str,
+    old_hash: str,
+    why: str,
     base: str | os.PathLike[str] | None,
     notes: list[str] | None,
 ) -> Baseline | None:
-    legacy = load_baseline(kernel_name, legacy_sig_hash, base)
-    if legacy is not None and notes is not None:
-        old = baseline_path(kernel_name, legacy_sig_hash, base)
+    found = load_baseline(kernel_name, old_hash, base)
+    if found is not None and notes is not None:
+        old = baseline_path(kernel_name, old_hash, base)
         new = baseline_path(kernel_name, sig_hash, base)
         notes.append(
-            f"baseline read from {old.name}, filed by argument names (before this release); "
-            f"re-key it: commit once with TRITON_INVARIANCE_COMMIT=1 (writes {new.name}), "
-            f"then delete {old}"
+            f"baseline read from {old.name}, {why}; re-key it: commit once with "
+            f"TRITON_INVARIANCE_COMMIT=1 (writes {new.name}), then delete {old}"
         )
-    return legacy
+    return found
+
+
+def family_baselines(
+    kernel_name: str, family: str, base: str | os.PathLike[str] | None = None
+) -> list[Baseline]:
+    """The per-autotune-key baselines of one kernel signature (`recorded.family == family`)."""
+    paths = [p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == kernel_name]
+    return [b for b in usable_baselines(paths) if b.recorded.get("family") == family]
 
 
 def _describe(config: Mapping[str, Any]) -> str:
