@@ -191,3 +191,20 @@ def test_fp_fusion_off_with_the_same_binary_is_a_match_with_a_note(
     assert ": match," in reported[-1]
     assert "option changed; compiled code identical (same binary)" in reported[-1]
     assert "enable_fp_fusion: true -> false" in reported[-1]
+
+
+def test_autotuner_warmup_commits_no_config_as_a_plain_kernel(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Autotuner.warmup` compiles every config without choosing one: nothing is committed."""
+    import triton
+
+    fn = load_variant(PLAIN, tmp_path, "warm_plain", "plain_scale")
+    configs = [triton.Config({"BLOCK": b}) for b in (64, 128)]
+    tuned = triton.autotune(configs=configs, key=["n"])(fn)
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    x, out = torch.ones(4096), torch.empty(4096)
+    with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+        tuned.warmup(x, out, 4096, grid=(1,))
+    assert reported == []
+    assert not (tmp_path / "base").exists()

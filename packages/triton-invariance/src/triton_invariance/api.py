@@ -187,7 +187,8 @@ def cache_invariance(
 @dataclass(frozen=True)
 class WinnerOutcome:
     """What `on_winner_selected` did: the mode, and "created" / "updated" / "unchanged" for a
-    commit or "match" for a compare (with `notes` on what the compare could not check)."""
+    commit, "match" for a compare (with `notes` on what the compare could not check or why it
+    matched), or "new" for an autotune key whose signature has baselines for other keys only."""
 
     kernel_name: str
     sig_hash: str

@@ -9,7 +9,11 @@
   returns, `self.best_config` is the winner and the return value is the winner's
   `CompiledKernel`, whether it was benchmarked now, taken from the in-memory autotune cache or
   from Triton's on-disk autotune cache. Each distinct winner kernel is committed / compared once
-  per process.
+  per process, filed per autotune key (the values of the autotuner's `key` arguments).
+* A kernel compiled outside an autotuner's `run` (plain `@triton.jit`, `@triton.heuristics`
+  only, `triton.compile`) is its own winner: the listener commits / compares it at its first
+  compile in the process, with the launch options (num_warps, ...) as part of its
+  specialisation.
 
 A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
 BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
@@ -146,6 +150,7 @@ class _State:
         self.installed = False
         self.previous_listener: Any = None
         self.original_run: Any = None
+        self.original_warmup: Any = None
         self.report: Reporter = _stderr
         # Triton's kernel hash (source, options, target) -> what the listener saw compile.
         self.variants: dict[str, CompiledVariant] = {}
@@ -333,6 +338,21 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _wrap_warmup(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Autotuner.warmup` compiles every config with no winner: none of them is a plain kernel
+    to commit, so the listener must know an autotuner is compiling."""
+
+    @functools.wraps(original)
+    def warmup(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _TUNED.set(_tuned_names(self))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _TUNED.reset(token)
+
+    return warmup
+
+
 def install(report: Reporter | None = None) -> None:
     """Install the compile listener and the autotuner wrapper (idempotent).
 
@@ -351,6 +371,8 @@ def install(report: Reporter | None = None) -> None:
         triton.knobs.compilation.listener = _on_compiled
         _state.original_run = Autotuner.run
         Autotuner.run = _wrap_run(Autotuner.run)
+        _state.original_warmup = Autotuner.warmup
+        Autotuner.warmup = _wrap_warmup(Autotuner.warmup)
         _state.installed = True
 
 
@@ -365,8 +387,10 @@ def uninstall() -> None:
         if triton.knobs.compilation.listener is _on_compiled:
             triton.knobs.compilation.listener = _state.previous_listener
         Autotuner.run = _state.original_run
+        Autotuner.warmup = _state.original_warmup
         _state.previous_listener = None
         _state.original_run = None
+        _state.original_warmup = None
         _state.variants.clear()
         _state.decided.clear()
         _state.report = _stderr

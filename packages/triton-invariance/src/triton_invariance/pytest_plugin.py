@@ -15,9 +15,12 @@ covers plain `@triton.jit` kernels and every autotune config, not only the winne
 
 `commit` writes the files at the end of the session. `compare` checks each compiled variant
 against its file and, on a mismatch or a missing file, prints the diff reports in the terminal
-summary and fails the session (exit 1) even when every test passed. A committed file whose
-variant the session did not compile is listed but does not fail (the session may have run a
-subset of the tests); `triton-invariance check --strict` is the strict gate for that.
+summary and fails the session (exit 1) even when every test passed: one block per changed
+kernel (not one per autotune config), and a missing variant diffed against the nearest baseline
+of its kernel. Committed files the session did not compile are summed up in one line and do not
+fail (the session may have run a subset of the tests); `triton-invariance check --strict` is the
+strict gate for that. `--triton-invariance-record-scalars` adds the float launch arguments to
+what is committed and compared.
 """
 
 from __future__ import annotations
