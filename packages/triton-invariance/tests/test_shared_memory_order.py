@@ -92,3 +92,42 @@ def test_a_barrier_still_orders_shared_memory() -> None:
     base = compute_invariance(_local(allocs + store + barrier + load))
     moved = compute_invariance(_local(allocs + store + load + barrier))
     assert base.changed_components(moved) == ["computation_dag_hash"]
+
+
+_RING = "!ttg.memdesc<2x4xf32, #shared, #smem, mutable>"
+_SLOT = "!ttg.memdesc<4xf32, #shared, #smem, mutable>"
+
+
+def _pipelined(first: str, second: str, wait: str, pointers: tuple[str, str] = ("pa", "pb")) -> str:
+    """Two empty ring buffers of one type (software pipelining's), filled by async copies."""
+    head = (
+        "    %c0 = arith.constant 0 : i32\n"
+        "    %off = arith.constant dense<4> : tensor<4xi32>\n"
+        "    %pa = tt.splat %p : !tt.ptr<f32> -> tensor<4x!tt.ptr<f32>>\n"
+        "    %pb = tt.addptr %pa, %off : tensor<4x!tt.ptr<f32>>, tensor<4xi32>\n"
+        f"    %a = ttg.local_alloc : () -> {_RING}\n"
+        f"    %b = ttg.local_alloc : () -> {_RING}\n"
+        f"    %ai = ttg.memdesc_index %a[%c0] : {_RING} -> {_SLOT}\n"
+        f"    %bi = ttg.memdesc_index %b[%c0] : {_RING} -> {_SLOT}\n"
+    )
+    copy = {
+        "a": f"    %ta = ttg.async_copy_global_to_local %{pointers[0]}, %ai : "
+        f"tensor<4x!tt.ptr<f32>> -> {_SLOT}\n    %ga = ttg.async_commit_group tokens %ta\n",
+        "b": f"    %tb = ttg.async_copy_global_to_local %{pointers[1]}, %bi : "
+        f"tensor<4x!tt.ptr<f32>> -> {_SLOT}\n    %gb = ttg.async_commit_group tokens %tb\n",
+    }
+    tail = (
+        f"    %w = ttg.async_wait {wait} {{num = 0 : i32}}\n"
+        f"    %ra = ttg.local_load %ai token %w : {_SLOT} -> tensor<4xf32>\n"
+        f"    %rb = ttg.local_load %bi token %w : {_SLOT} -> tensor<4xf32>\n"
+        "    %d = arith.subf %ra, %rb : tensor<4xf32>\n"
+    )
+    return _SHARED + module(head + copy[first] + copy[second] + tail)
+
+
+def test_empty_ring_buffers_are_told_apart_by_their_users_not_their_order() -> None:
+    base = compute_invariance(_pipelined("a", "b", "%ga, %gb"))
+    swapped = compute_invariance(_pipelined("b", "a", "%gb, %ga"))
+    assert base.fingerprint == swapped.fingerprint
+    crossed = compute_invariance(_pipelined("a", "b", "%ga, %gb", pointers=("pb", "pa")))
+    assert base.changed_components(crossed) == ["computation_dag_hash"]

@@ -113,6 +113,8 @@ _PURE_OPS: Final = frozenset(
         "tt.reduce.return",
         "tt.scan.return",
         "ttg.convert_layout",
+        # Groups the async copies whose tokens it takes (data flow); writes nothing itself.
+        "ttg.async_commit_group",
         "scf.yield",
         "scf.condition",
         "tt.return",
@@ -144,6 +146,10 @@ _LOCAL_WRITE_OPS: Final = frozenset(
     }
 )
 _LOCAL_OPS: Final = _LOCAL_WRITE_OPS | {"ttg.local_load"}
+# Ops whose operands are a set: waiting for copies a and b is waiting for b and a.
+_OPERAND_SETS: Final = frozenset({"ttg.async_wait"})
+# The buffer key of an uninitialised allocation in the first pass (see `_Hasher`).
+_UNORDERED: Final = "unordered"
 # Region-holding ops whose own effect is nothing: they are as pure as the ops inside them.
 _STRUCTURAL: Final = frozenset({"scf.for", "scf.if", "scf.while", "tt.reduce", "tt.scan"})
 # Attributes the custom printer leaves out because they have their default value.
@@ -236,13 +242,39 @@ class _Memory:
 
 
 class _Hasher:
-    def __init__(self, lines: Sequence[str]) -> None:
+    """One pass over the op tree. `identities` (line index of an uninitialised `local_alloc` ->
+    what its users do) is None on the first pass, which collects what the second needs."""
+
+    def __init__(self, lines: Sequence[str], identities: dict[int, str] | None = None) -> None:
         self.lines = lines
         self.hashes = [""] * len(lines)
         self.env: dict[str, str] = {}
         self.free = 0
         # value name -> the shared-memory buffer it addresses (the allocation's hash)
         self.buffer_of: dict[str, str] = {}
+        self.identities = identities
+        # First pass: uninitialised allocations, and the def-use edges to find their users.
+        self.uninitialized: list[int] = []
+        self.users: dict[str, list[int]] = {}  # "function:value" -> line indices using it
+        self.results_of: dict[int, list[str]] = {}  # line index -> "function:value" it defines
+        self.function = 0
+
+    def buffer_identities(self) -> dict[int, str]:
+        """After the first pass: each uninitialised allocation's identity, the multiset of the
+        first-pass hashes of every op its value reaches. The first pass hashed the allocations
+        alike and left their writes unordered, so these hashes do not depend on print order,
+        while the data each buffer receives (the pointers copied from) tells them apart."""
+        out = {}
+        for index in self.uninitialized:
+            seen: set[int] = set()
+            frontier = list(self.results_of.get(index, []))
+            while frontier:
+                for user in self.users.get(frontier.pop(), []):
+                    if user not in seen:
+                        seen.add(user)
+                        frontier.extend(self.results_of.get(user, []))
+            out[index] = _h("users", *sorted(self.hashes[i] for i in seen))
+        return out
 
     def value(self, name: str) -> str:
         found = self.env.get(name)
@@ -281,6 +313,7 @@ class _Hasher:
         line = self.lines[op.index]
         if depth == 0:  # a new function: values are numbered afresh
             self.env, self.free, self.buffer_of = {}, 0, {}
+            self.function += 1
         tokens = _tokens(line)
         parsed = _split_op(tokens) if tokens is not None else None
         if parsed is None:
@@ -298,19 +331,34 @@ class _Hasher:
                 parts.append(bh)
                 effect = max(effect, block_effect)
             region_hashes.append(_h("region", *parts))
-        if name in COMMUTATIVE and len(operands) == 2:
+        if (name in COMMUTATIVE and len(operands) == 2) or name in _OPERAND_SETS:
             operands.sort()
         key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
         buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
         local = buffer if not op.regions and name in _LOCAL_OPS else None
         if local is not None:
-            dep = _h("local", mem.barrier, mem.buffers.get(local, ""))
+            dep = _h(
+                "local", mem.barrier, mem.buffers.get(local, "") if local != _UNORDERED else ""
+            )
         else:
             dep = mem.barrier if effect != PURE else ""
-        h = _h("op", name, key, str(len(results)), *operands, *region_hashes, dep)
+        identity = self.identities.get(op.index) if self.identities else None
+        h = _h(
+            "op",
+            name,
+            key,
+            str(len(results)),
+            *operands,
+            *region_hashes,
+            dep,
+            *([identity] if identity else []),
+        )
+        if self.identities is None:
+            self._record_edges(op.index, name, operand_names, results)
         for k, result in enumerate(results):
             self.env[result] = _h("result", h, str(k))
-        self._track_memory(name, h, results, buffer, local, effect, mem)
+        empty = name == "ttg.local_alloc" and not operand_names
+        self._track_memory(name, h, results, buffer, local, effect, mem, empty)
         self.hashes[op.index] = h
         return h, effect
 
@@ -346,6 +394,16 @@ class _Hasher:
             i += 1
         return template, operands, operand_names
 
+    def _record_edges(
+        self, index: int, name: str, operand_names: list[str], results: list[str]
+    ) -> None:
+        fn = f"{self.function}:"
+        for operand in operand_names:
+            self.users.setdefault(fn + operand, []).append(index)
+        self.results_of[index] = [fn + r for r in results]
+        if name == "ttg.local_alloc" and not operand_names:
+            self.uninitialized.append(index)
+
     def _track_memory(
         self,
         name: str,
@@ -355,14 +413,18 @@ class _Hasher:
         local: str | None,
         effect: int,
         mem: _Memory,
+        empty: bool,
     ) -> None:
         """Record which buffer a new memdesc addresses, and what later ops must come after."""
         if results and name == "ttg.local_alloc":
-            self.buffer_of[results[0]] = h
+            # First pass: an uninitialised buffer's writes are left unordered (_UNORDERED), so
+            # that its users' hashes do not depend on where it was printed.
+            fresh = self.identities is None and empty
+            self.buffer_of[results[0]] = _UNORDERED if fresh else h
         elif results and name in _BUFFER_OPS and buffer is not None:
             self.buffer_of[results[0]] = buffer
         if local is not None:
-            if name in _LOCAL_WRITE_OPS:
+            if name in _LOCAL_WRITE_OPS and local != _UNORDERED:
                 mem.buffers[local] = h
         elif effect == WRITE:
             mem.barrier = h
@@ -496,6 +558,12 @@ def line_hashes(lines: Sequence[str]) -> tuple[str, list[str]]:
     Region markers and block headers get ``""``; an op's hash covers everything that flows into
     it (operands, regions and, for memory ops, the memory state it sees).
     """
+    tree = _tree(lines)
     hasher = _Hasher(lines)
-    root, _ = hasher.block(_tree(lines), 0, 0)
+    root, _ = hasher.block(tree, 0, 0)
+    if hasher.uninitialized:
+        # Shared-memory buffers allocated empty (software pipelining's ring buffers) are told
+        # apart by what uses them, not by where they are printed: a second pass with those.
+        hasher = _Hasher(lines, hasher.buffer_identities())
+        root, _ = hasher.block(tree, 0, 0)
     return root, hasher.hashes
