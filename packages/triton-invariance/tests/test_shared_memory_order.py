@@ -35,6 +35,41 @@ def test_swapping_the_two_loads_of_a_matmul_keeps_the_fingerprint(
     assert compute_invariance(before).fingerprint == compute_invariance(after).fingerprint
 
 
+@pytest.mark.parametrize("target", ["cuda:80", "cuda:90", "hip:gfx942"])
+@pytest.mark.parametrize(("blocks", "stages"), [((64, 64, 32), 3), ((32, 32, 32), 4)])
+def test_swapping_the_loads_of_a_software_pipelined_fp32_matmul_keeps_the_fingerprint(
+    target: str,
+    blocks: tuple[int, int, int],
+    stages: int,
+    tmp_path: Path,
+    triton_cache_dir: Path,
+) -> None:
+    """fp32 tiles: Triton pipelines the K loop into empty ring buffers (`ttg.local_alloc`,
+    `memdesc_index`, async copies / local stores) and loop-carried slots whose order follows
+    the loads'. Swapping the loads keeps the fingerprint (that crossing the buffers still
+    changes it is `test_empty_ring_buffers_are_told_apart_by_their_users_not_their_order`)."""
+    source = source_of(tile_matmul).replace("tl.float16", "tl.float32")
+    signature = {k: ("*fp32" if v == "*fp16" else v) for k, v in SIGNATURE.items()}
+    tag = f"{target.replace(':', '_')}_{blocks[2]}_{stages}"
+    variants = {
+        "base": source,
+        "swapped": source.replace(LOAD_A + LOAD_B, LOAD_B + LOAD_A),
+    }
+    ttgir = {
+        name: compile_ttgir(
+            load_variant(text, tmp_path, f"{name}_{tag}", "tile_matmul"),
+            signature,
+            dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), blocks, strict=True)),
+            target,
+            num_stages=stages,
+        )
+        for name, text in variants.items()
+    }
+    assert "ttg.local_alloc : ()" in ttgir["base"]  # really pipelined into empty buffers
+    base, swapped = compute_invariance(ttgir["base"]), compute_invariance(ttgir["swapped"])
+    assert base.fingerprint == swapped.fingerprint
+
+
 def test_moving_a_load_past_the_store_still_changes_it(
     tmp_path: Path, triton_cache_dir: Path
 ) -> None:
@@ -131,3 +166,37 @@ def test_empty_ring_buffers_are_told_apart_by_their_users_not_their_order() -> N
     assert base.fingerprint == swapped.fingerprint
     crossed = compute_invariance(_pipelined("a", "b", "%ga, %gb", pointers=("pb", "pa")))
     assert base.changed_components(crossed) == ["computation_dag_hash"]
+
+
+def _loop(args: str, yielded: str, result: str, second_init: str = "%o") -> str:
+    """A loop carrying x (from 0.0, +1 per trip) and y (from `second_init`, *2 per trip)."""
+    init = {"x": "%x = %z", "y": f"%y = {second_init}"}
+    return module(
+        "    %c0 = arith.constant 0 : i32\n"
+        "    %c1 = arith.constant 1 : i32\n"
+        "    %c4 = arith.constant 4 : i32\n"
+        "    %z = arith.constant 0.000000e+00 : f32\n"
+        "    %o = arith.constant 1.000000e+00 : f32\n"
+        "    %t = arith.constant 2.000000e+00 : f32\n"
+        f"    %r:2 = scf.for %i = %c0 to %c4 step %c1 iter_args("
+        f"{', '.join(init[a] for a in args)}) -> (f32, f32)  : i32 {{\n"
+        "      %x2 = arith.addf %x, %o : f32\n"
+        "      %y2 = arith.mulf %y, %t : f32\n"
+        f"      scf.yield {yielded} : f32, f32\n"
+        "    }\n"
+        f"    %d = arith.subf {result} : f32\n"
+    )
+
+
+def test_loop_carried_values_may_be_permuted_but_not_exchanged() -> None:
+    """Permuting iter_args with their yield and results (what the pipeliner does when loads
+    swap) keeps the fingerprint; feeding one carried value into the other's slot does not,
+    also when both start from the same value."""
+    base = compute_invariance(_loop("xy", "%x2, %y2", "%r#0, %r#1"))
+    permuted = compute_invariance(_loop("yx", "%y2, %x2", "%r#1, %r#0"))
+    assert base.fingerprint == permuted.fingerprint
+    exchanged = compute_invariance(_loop("xy", "%y2, %x2", "%r#0, %r#1"))
+    assert base.changed_components(exchanged) == ["computation_dag_hash"]
+    tied = compute_invariance(_loop("xy", "%x2, %y2", "%r#0, %r#1", second_init="%z"))
+    tied_exchanged = compute_invariance(_loop("xy", "%y2, %x2", "%r#0, %r#1", second_init="%z"))
+    assert tied.changed_components(tied_exchanged) == ["computation_dag_hash"]

@@ -115,6 +115,8 @@ _PURE_OPS: Final = frozenset(
         "ttg.convert_layout",
         # Groups the async copies whose tokens it takes (data flow); writes nothing itself.
         "ttg.async_commit_group",
+        # Moves elements between a thread's registers (AMD): no memory.
+        "amdg.in_thread_transpose",
         "scf.yield",
         "scf.condition",
         "tt.return",
@@ -143,6 +145,8 @@ _LOCAL_WRITE_OPS: Final = frozenset(
         "ttg.async_copy_global_to_local",
         "amdg.buffer_load_to_local",
         "ttng.async_tma_copy_global_to_local",
+        # Frees the buffer: after every read of it, and nothing else.
+        "ttg.local_dealloc",
     }
 )
 _LOCAL_OPS: Final = _LOCAL_WRITE_OPS | {"ttg.local_load"}
@@ -257,22 +261,28 @@ class _Hasher:
         self.uninitialized: list[int] = []
         self.users: dict[str, list[int]] = {}  # "function:value" -> line indices using it
         self.results_of: dict[int, list[str]] = {}  # line index -> "function:value" it defines
+        self.buffer_ops: set[int] = set()  # line indices of views, local loads / writes
         self.function = 0
+        # (depth of a loop body, the canonical order of its iter_args) for its scf.yield
+        self.yield_order: list[tuple[int, list[int]]] = []
 
     def buffer_identities(self) -> dict[int, str]:
         """After the first pass: each uninitialised allocation's identity, the multiset of the
-        first-pass hashes of every op its value reaches. The first pass hashed the allocations
-        alike and left their writes unordered, so these hashes do not depend on print order,
-        while the data each buffer receives (the pointers copied from) tells them apart."""
+        first-pass hashes of the buffer ops its value reaches in two hops. The first pass hashed
+        the allocations alike and left their writes unordered, so these hashes do not depend on
+        print order, while the data each buffer receives (what is copied in) tells them apart."""
         out = {}
         for index in self.uninitialized:
             seen: set[int] = set()
             frontier = list(self.results_of.get(index, []))
-            while frontier:
-                for user in self.users.get(frontier.pop(), []):
-                    if user not in seen:
-                        seen.add(user)
-                        frontier.extend(self.results_of.get(user, []))
+            # Two hops through views and local loads / writes: the slots of the buffer and what
+            # is copied into or read from them. Other users (the loop that carries a slot, a
+            # barrier) have first-pass hashes that depend on print order.
+            for _ in range(2):
+                users = {u for v in frontier for u in self.users.get(v, []) if u in self.buffer_ops}
+                users -= seen
+                seen |= users
+                frontier = [r for u in users for r in self.results_of.get(u, [])]
             out[index] = _h("users", *sorted(self.hashes[i] for i in seen))
         return out
 
@@ -322,8 +332,11 @@ class _Hasher:
             return h, WRITE
         results, name, body = parsed
         template, operands, operand_names = self._scan(body, depth)
+        loop, template, operands = self._canonical_order(name, body, template, operands, depth)
         effect = effect_of(name)
         region_hashes = []
+        if loop is not None:
+            self.yield_order.append((depth + 1, loop.order))
         for region in op.regions:
             parts = []
             for position, block in enumerate(region):
@@ -331,14 +344,17 @@ class _Hasher:
                 parts.append(bh)
                 effect = max(effect, block_effect)
             region_hashes.append(_h("region", *parts))
+        if loop is not None:
+            self.yield_order.pop()
         if (name in COMMUTATIVE and len(operands) == 2) or name in _OPERAND_SETS:
             operands.sort()
         key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
         buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
         local = buffer if not op.regions and name in _LOCAL_OPS else None
         if local is not None:
-            dep = _h(
-                "local", mem.barrier, mem.buffers.get(local, "") if local != _UNORDERED else ""
+            # First pass, an empty buffer: no memory order at all (see `buffer_identities`).
+            dep = (
+                "" if local == _UNORDERED else _h("local", mem.barrier, mem.buffers.get(local, ""))
             )
         else:
             dep = mem.barrier if effect != PURE else ""
@@ -356,7 +372,8 @@ class _Hasher:
         if self.identities is None:
             self._record_edges(op.index, name, operand_names, results)
         for k, result in enumerate(results):
-            self.env[result] = _h("result", h, str(k))
+            slot = loop.keys[k] if loop is not None and k < len(loop.keys) else str(k)
+            self.env[result] = _h("result", h, slot)
         empty = name == "ttg.local_alloc" and not operand_names
         self._track_memory(name, h, results, buffer, local, effect, mem, empty)
         self.hashes[op.index] = h
@@ -394,6 +411,23 @@ class _Hasher:
             i += 1
         return template, operands, operand_names
 
+    def _canonical_order(
+        self, name: str, body: list[Token], template: list[str], operands: list[str], depth: int
+    ) -> tuple[_Loop | None, list[str], list[str]]:
+        """An scf.for with its iter_args in canonical order (each region argument named by its
+        key, initial value and type, not its position), and its scf.yield to match."""
+        if name == "scf.yield" and self.yield_order and self.yield_order[-1][0] == depth:
+            return None, *_permuted(template, operands, self.yield_order[-1][1], ":")
+        loop = _loop_order(template, operands) if name == "scf.for" else None
+        if loop is None:
+            return None, template, operands
+        bound = [
+            t.text for i, t in enumerate(body[:-1]) if t.kind == VALUE and body[i + 1].text == "="
+        ]
+        for value, key in zip(bound[1:], loop.keys, strict=False):
+            self.env[value] = _h("iter", str(depth), key)
+        return loop, *_permuted(template, operands, loop.order, "->", first_operand=3)
+
     def _record_edges(
         self, index: int, name: str, operand_names: list[str], results: list[str]
     ) -> None:
@@ -401,6 +435,8 @@ class _Hasher:
         for operand in operand_names:
             self.users.setdefault(fn + operand, []).append(index)
         self.results_of[index] = [fn + r for r in results]
+        if name in _BUFFER_OPS or name in _LOCAL_OPS:
+            self.buffer_ops.add(index)
         if name == "ttg.local_alloc" and not operand_names:
             self.uninitialized.append(index)
 
@@ -428,6 +464,67 @@ class _Hasher:
                 mem.buffers[local] = h
         elif effect == WRITE:
             mem.barrier = h
+
+
+@dataclass
+class _Loop:
+    """The iter_args of an scf.for: a key per position (initial value and type; equal keys
+    numbered in print order, so two are never merged) and the positions sorted by key. The
+    pipeliner orders loop-carried values by the order of the loads they came from; permuting
+    them (with the yield and the results alike) computes the same thing."""
+
+    keys: list[str]
+    order: list[int]
+
+
+def _loop_order(template: list[str], operands: list[str]) -> _Loop | None:
+    n = template.count("%=") - 1  # the induction variable, then the iter_args
+    types = _type_list(template, "->")
+    if n <= 0 or types is None or len(types) != n or len(operands) < 3 + n:
+        return None
+    plain = [_h(init, " ".join(ty)) for init, ty in zip(operands[3 : 3 + n], types, strict=True)]
+    keys = [
+        k if plain.count(k) == 1 else _h(k, str(plain[:i].count(k))) for i, k in enumerate(plain)
+    ]
+    return _Loop(keys, sorted(range(n), key=keys.__getitem__))
+
+
+def _type_list(template: list[str], marker: str) -> list[list[str]] | None:
+    """The top-level type entries after `marker` (`-> (T, U)` or `: T, U`), or None."""
+    if marker not in template:
+        return None
+    rest = template[template.index(marker) + 1 :]
+    if marker == "->":
+        if rest[:1] != ["("]:
+            return None
+        depth = 0
+        for i, text in enumerate(rest):
+            depth += text in ("(", "[", "{", "<")
+            depth -= text in (")", "]", "}", ">")
+            if depth == 0:
+                rest = rest[1:i]
+                break
+        else:
+            return None
+    return [e for e in _top_level(rest, ",") if e]
+
+
+def _permuted(
+    template: list[str], operands: list[str], order: list[int], marker: str, first_operand: int = 0
+) -> tuple[list[str], list[str]]:
+    """`template` with its type list after `marker` and `operands[first_operand:]` in `order`."""
+    n = len(order)
+    moving = operands[first_operand:]
+    types = _type_list(template, marker)
+    if len(moving) < n or types is None or len(types) != n:
+        return template, operands
+    reordered = operands[:first_operand] + [moving[i] for i in order] + moving[n:]
+    start = template.index(marker) + 1 + (1 if marker == "->" else 0)
+    flat: list[str] = []
+    for i in order:
+        flat.extend(([","] if flat else []) + types[i])
+    width = sum(len(t) for t in types) + n - 1
+    return template[:start] + flat + template[start + width :], reordered
 
 
 def _tokens(line: str) -> list[Token] | None:
