@@ -14,14 +14,19 @@ from pathlib import Path
 import click
 
 from triton_invariance import __version__
+from triton_invariance.data import InvarianceData
 from triton_invariance.errors import BaselineError, InvarianceUsageError, TritonInvarianceError
+from triton_invariance.nearest import nearest_baseline
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
     Baseline,
+    family_baselines,
     get_baselines_dir,
     list_baselines,
     read_baseline_file,
+    usable_baselines,
 )
+from triton_invariance.verdict import identical_code_note
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -151,13 +156,83 @@ def _single(ref: str, directory: Path | None) -> Path:
 @click.argument("b")
 @_DIR_OPTION
 def diff_command(a: str, b: str, directory: Path | None) -> int:
-    """Compare two baselines (A is "before"); exit 1 when they differ."""
+    """Compare two baselines, or two TTGIR files (A is "before"); exit 1 when they differ.
+
+    A and B are baseline references (name, name_sighash or .json file) or TTGIR dumps
+    (`.ttgir` / `.mlir`, custom or generic syntax), fingerprinted on the spot.
+    """
+    if _is_ir(a) and _is_ir(b):
+        then, now = _fingerprint_file(Path(a), None), _fingerprint_file(Path(b), None)
+        click.echo(then.diff_report(now))
+        return EXIT_OK if then.matches(now) else EXIT_FAILED
     before = read_baseline_file(_single(a, directory))
     after = read_baseline_file(_single(b, directory))
     click.echo(before.invariance.diff_report(after.invariance))
     if before.config_hash != after.config_hash:
         click.echo(f"  config: {dict(before.config)} -> {dict(after.config)}")
     return EXIT_OK if before.invariance.matches(after.invariance) else EXIT_FAILED
+
+
+_IR_SUFFIXES = (".ttgir", ".mlir")
+
+
+def _is_ir(ref: str) -> bool:
+    return ref.endswith(_IR_SUFFIXES)
+
+
+def _fingerprint_file(path: Path, options_json: Path | None) -> InvarianceData:
+    """Fingerprint a TTGIR file; `options_json` is a compiled kernel's metadata (Triton's
+    cache `<kernel>.json`), for the compile-options component."""
+    import dataclasses
+    import json
+
+    from triton_invariance.fingerprint import InvalidTTGIRError, compute_invariance
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvarianceUsageError(f"{path}: cannot read ({exc})") from None
+    metadata = None
+    if options_json is not None:
+        try:
+            metadata = json.loads(options_json.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise InvarianceUsageError(
+                f"{options_json}: not a readable JSON file ({exc})"
+            ) from None
+        if not isinstance(metadata, dict):
+            raise InvarianceUsageError(f"{options_json}: expected a JSON object of compile options")
+    try:
+        inv = compute_invariance(text, metadata=metadata)
+    except InvalidTTGIRError as exc:
+        raise InvarianceUsageError(f"{path}: {exc}") from None
+    # This shell's TRITON_* variables say nothing about how the dump was compiled.
+    return dataclasses.replace(inv, compile_env=())
+
+
+@cli.command("fingerprint")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--options-json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The kernel's compile metadata (Triton's cache <kernel>.json) for the options "
+    "component [default: not recorded].",
+)
+def fingerprint_command(file: Path, options_json: Path | None) -> None:
+    """Print the fingerprint and its components of a TTGIR file (custom or generic syntax)."""
+    inv = _fingerprint_file(file, options_json)
+    click.echo(f"{file}")
+    click.echo(f"  kernel            {inv.kernel_name}")
+    click.echo(f"  fingerprint       {inv.fingerprint}")
+    for name, digest in inv.component_hashes().items():
+        label = name if name.endswith("_hash") else f"{name}_hash"
+        click.echo(f"  {label:<22} {digest}")
+    click.echo(f"  dtype_signature   {inv.dtype_signature}")
+    for key, value in inv.hw_config.to_dict().items():
+        click.echo(f"  hw.{key:<14} {value}")
+    if inv.compile_options is None:
+        click.echo("  compile options   not recorded (give --options-json)")
 
 
 @cli.command("check")
@@ -174,7 +249,9 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
 
     CURRENT is a directory written by a run with TRITON_INVARIANCE_COMMIT=1 and
     TRITON_INVARIANCE_BASELINE_DIR=CURRENT. Every file there must have a baseline with the
-    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A baseline
+    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A winner for an
+    autotune key with no baseline while other keys of its signature have one is `new` (not a
+    failure). A baseline
     with no current counterpart is reported (a warning; a failure under --strict).
     """
     if not current.is_dir():
@@ -187,14 +264,41 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
     for path in paths:
         now = read_baseline_file(path)
         baseline_file = base / path.name
+        family = now.recorded.get("family")
+        if not baseline_file.exists() and isinstance(family, str):
+            others = family_baselines(now.kernel_name, family, base)
+            if others:
+                key = now.recorded.get("autotune_key") or {}
+                shown = ", ".join(f"{k}={v}" for k, v in key.items())
+                click.echo(
+                    f"new     {path.stem}: new autotune key ({shown}); {len(others)} other "
+                    f"key(s) of this signature committed"
+                )
+                continue
         if not baseline_file.exists():
             failures += 1
             click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
+            near = nearest_baseline(
+                now.invariance,
+                now.config,
+                now.specialization,
+                usable_baselines(list_baselines(base)),
+            )
+            if near is not None:
+                click.echo(f"  {near.describe()}")
+                click.echo(near.baseline.invariance.diff_report(now.invariance))
             continue
         then = read_baseline_file(baseline_file)
-        if then.invariance.matches(now.invariance):
+        same_code = identical_code_note(
+            then.invariance,
+            then.recorded.get("asm_digest"),
+            now.invariance,
+            now.recorded.get("asm_digest"),
+        )
+        if then.invariance.matches(now.invariance) or same_code is not None:
             click.echo(f"ok      {path.stem}")
-            for note in then.invariance.comparison_notes(now.invariance):
+            notes = then.invariance.comparison_notes(now.invariance)
+            for note in notes + ([same_code] if same_code else []):
                 click.echo(f"        {note}")
             continue
         failures += 1

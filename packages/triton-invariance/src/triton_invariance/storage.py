@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -63,10 +63,13 @@ class Baseline:
     invariance: InvarianceData
     config: Mapping[str, Any] = field(default_factory=dict)
     specialization: Mapping[str, Any] = field(default_factory=dict)
+    # What was observed next to the fingerprint but is not part of it: `asm_digest` (the
+    # backend assembly's hash), `launch_scalars`, `autotune_key`, `family` (see RECORDED_KEYS).
+    recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written to disk."""
-        return {
+        doc = {
             "format_version": FORMAT_VERSION,
             "kernel_name": self.kernel_name,
             "signature_hash": self.signature_hash,
@@ -74,6 +77,9 @@ class Baseline:
             "specialization": dict(self.specialization),
             "invariance": {**self.invariance.to_dict(), "config_hash": self.config_hash},
         }
+        if self.recorded:
+            doc["recorded"] = dict(self.recorded)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: object, path: Path) -> Baseline:
@@ -130,7 +136,10 @@ class Baseline:
                 f"invariance.kernel_name {invariance.kernel_name!r} differs from "
                 f"kernel_name {kernel_name!r}",
             )
-        return cls(kernel_name, signature_hash, config_hash, invariance, config, specialization)
+        recorded = _optional_object(doc, "recorded", path)
+        return cls(
+            kernel_name, signature_hash, config_hash, invariance, config, specialization, recorded
+        )
 
 
 def _optional_object(doc: Mapping[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -243,6 +252,18 @@ def list_baselines(base: str | os.PathLike[str] | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if p.is_file())
 
 
+def usable_baselines(paths: list[Path]) -> list[Baseline]:
+    """The baselines among `paths` that read cleanly; an unusable file is skipped here (it is
+    reported where it is compared, not where it is only a candidate)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(read_baseline_file(path))
+        except BaselineError:
+            continue
+    return out
+
+
 def commit_invariance(
     kernel_name: str,
     sig_hash: str,
@@ -252,15 +273,25 @@ def commit_invariance(
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
     base: str | os.PathLike[str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> CommitOutcome:
     """Write the winner's fingerprint as the baseline of `kernel_name`/`sig_hash`.
+
+    `recorded` (unhashed observations: assembly digest, launch scalars, autotune key) is stored
+    next to the fingerprint for the reports.
 
     Returns "created", "updated" (an earlier, different baseline was replaced) or "unchanged"
     (the same fingerprint and config are already committed; the file is left untouched).
     """
     path = baseline_path(kernel_name, sig_hash, base)
     new = Baseline(
-        kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
+        kernel_name,
+        sig_hash,
+        config_hash,
+        inv,
+        dict(config or {}),
+        dict(specialization or {}),
+        dict(recorded or {}),
     )
     text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
     try:
@@ -315,6 +346,10 @@ def compare_and_report(
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
+    fallbacks: Sequence[tuple[str, str]] = (),
+    config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
+    asm_digest: str | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -324,21 +359,43 @@ def compare_and_report(
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
     What the comparison could not check (a component only one side recorded) is appended to
-    `notes` when given.
+    `notes` when given. Without a baseline under `sig_hash`, the first of `fallbacks` (signature
+    hash, why it was filed there: e.g. the argument-name-keyed hash of earlier releases) that has
+    one is used, with a note saying how to re-key it.
+    With no baseline at all, the error names the nearest committed baseline of the same kernel
+    (`config` / `specialization` are the current variant's, for saying what differs). When
+    only the compile options differ and `asm_digest` equals the baseline's recorded one, the
+    compiled code is the same: a match, with a note saying so.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
     path = baseline_path(kernel_name, sig_hash, base)
     baseline = load_baseline(kernel_name, sig_hash, base)
+    for old_hash, why in fallbacks:
+        if baseline is not None:
+            break
+        baseline = _load_fallback(kernel_name, sig_hash, old_hash, why, base, notes)
+        if baseline is not None:
+            path = baseline_path(kernel_name, old_hash, base)
     if baseline is None:
         raise BaselineNotFoundError(
             path,
             f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
-            f"TRITON_INVARIANCE_COMMIT=1",
+            f"TRITON_INVARIANCE_COMMIT=1"
+            + _nearest_text(current, config or {}, specialization or {}, base),
         )
     if notes is not None:
         notes.extend(baseline.invariance.comparison_notes(current))
     if baseline.invariance.matches(current):
+        return True
+    from triton_invariance.verdict import identical_code_note
+
+    same_code = identical_code_note(
+        baseline.invariance, baseline.recorded.get("asm_digest"), current, asm_digest
+    )
+    if same_code is not None:
+        if notes is not None:
+            notes.append(same_code)
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
@@ -355,6 +412,52 @@ def compare_and_report(
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
+
+
+def _nearest_text(
+    current: InvarianceData,
+    config: Mapping[str, Any],
+    specialization: Mapping[str, Any],
+    base: str | os.PathLike[str] | None,
+) -> str:
+    """`; nearest baseline ...` and its diff report, or "" when the kernel has no baseline."""
+    from triton_invariance.nearest import nearest_baseline
+
+    same_kernel = [
+        p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == current.kernel_name
+    ]
+    candidates = usable_baselines(same_kernel)
+    near = nearest_baseline(current, config, specialization, candidates)
+    if near is None:
+        return ""
+    return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
+
+
+def _load_fallback(
+    kernel_name: str,
+    sig_hash: str,
+    old_hash: str,
+    why: str,
+    base: str | os.PathLike[str] | None,
+    notes: list[str] | None,
+) -> Baseline | None:
+    found = load_baseline(kernel_name, old_hash, base)
+    if found is not None and notes is not None:
+        old = baseline_path(kernel_name, old_hash, base)
+        new = baseline_path(kernel_name, sig_hash, base)
+        notes.append(
+            f"baseline read from {old.name}, {why}; re-key it: commit once with "
+            f"TRITON_INVARIANCE_COMMIT=1 (writes {new.name}), then delete {old}"
+        )
+    return found
+
+
+def family_baselines(
+    kernel_name: str, family: str, base: str | os.PathLike[str] | None = None
+) -> list[Baseline]:
+    """The per-autotune-key baselines of one kernel signature (`recorded.family == family`)."""
+    paths = [p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == kernel_name]
+    return [b for b in usable_baselines(paths) if b.recorded.get("family") == family]
 
 
 def _describe(config: Mapping[str, Any]) -> str:

@@ -1,0 +1,210 @@
+"""The environment-variable mode on plain `@triton.jit` kernels (issue 28 §0, §1): a kernel with
+no autotuner is its own winner, committed / compared at its first compile in the process; its
+baseline key ignores argument names. Real compiles for cuda and hip, nothing launched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from compile_helpers import TARGETS, load_variant
+from triton.backends.compiler import GPUTarget
+
+from triton_invariance import hooks
+from triton_invariance.cli import main as cli_main
+from triton_invariance.compile_only import compile_only
+from triton_invariance.errors import NumericalInvarianceMismatchError
+
+PLAIN = """
+@triton.jit
+def plain_scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)
+"""
+RENAMED = (
+    PLAIN.replace("x_ptr", "src")
+    .replace("out_ptr", "dst")
+    .replace(", n,", ", numel,")
+    .replace("< n", "< numel")
+    .replace("BLOCK", "TILE")
+)
+CHANGED = PLAIN.replace("* 2.0", "* 3.0")
+
+
+@pytest.fixture
+def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
+        monkeypatch.delenv(name, raising=False)
+    lines: list[str] = []
+    hooks.uninstall()
+    hooks.install(report=lines.append)
+    yield lines
+    hooks.uninstall()
+
+
+def _launch(source: str, directory: Path, module: str, target: str) -> Any:
+    """Load `source` as a fresh module (a new process would see a new kernel) and launch it
+    with positional arguments, as a caller that never names them."""
+    fn = load_variant(source, directory, module, "plain_scale")
+    x, out = torch.ones(4096), torch.empty(4096)
+    with compile_only(GPUTarget(*TARGETS[target])):
+        fn[(32,)](x, out, 4096, 128)
+    return fn
+
+
+def _mode(monkeypatch: pytest.MonkeyPatch, mode: str, directory: Path) -> None:
+    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(f"TRITON_INVARIANCE_{mode.upper()}", "1")
+    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(directory))
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_plain_kernel_committed_compared_and_a_rename_still_matches(
+    target: str, reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tag = target.replace(":", "_")
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    _launch(PLAIN, tmp_path, f"plain_{tag}", target)
+    [committed] = list((tmp_path / "base").glob("plain_scale_*.json"))
+    assert len(reported) == 1 and ": created," in reported[0]
+
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    _launch(RENAMED, tmp_path, f"renamed_{tag}", target)
+    assert ": match," in reported[-1], reported
+
+    with pytest.raises(NumericalInvarianceMismatchError) as info:
+        _launch(CHANGED, tmp_path, f"changed_{tag}", target)
+    assert "computation_dag_hash" in info.value.report
+    assert "arith.constant" in info.value.report
+    assert list((tmp_path / "base").glob("*.json")) == [committed]
+
+
+def test_plain_kernel_commit_feeds_the_cli_check(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented CI flow: COMMIT into a fresh directory, then `triton-invariance check`."""
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    _launch(PLAIN, tmp_path, "ci_plain", "cuda:90")
+    _mode(monkeypatch, "commit", tmp_path / "renamed")
+    _launch(RENAMED, tmp_path, "ci_renamed", "cuda:90")
+    _mode(monkeypatch, "commit", tmp_path / "changed")
+    _launch(CHANGED, tmp_path, "ci_changed", "cuda:90")
+    base = str(tmp_path / "base")
+    assert cli_main(["check", str(tmp_path / "renamed"), "--dir", base]) == 0
+    assert cli_main(["check", str(tmp_path / "changed"), "--dir", base]) == 1
+
+
+def test_plain_kernel_with_two_num_warps_gets_two_baselines(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Launch options a caller picks are a specialisation: a plain kernel launched with two
+    num_warps values keeps two baselines instead of the second overwriting the first."""
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    fn = load_variant(PLAIN, tmp_path, "warps_plain", "plain_scale")
+    x, out = torch.ones(4096), torch.empty(4096)
+    with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+        fn[(32,)](x, out, 4096, 128, num_warps=4)
+        fn[(32,)](x, out, 4096, 128, num_warps=8)
+    assert len(list((tmp_path / "base").glob("plain_scale_*.json"))) == 2
+    assert [": created," in line for line in reported] == [True, True]
+
+
+def test_a_baseline_under_the_old_name_keyed_hash_is_still_read(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A baseline committed by an earlier release (file keyed by argument names) compares,
+    with a note saying how to re-key it."""
+    from triton_invariance.storage import commit_invariance, read_baseline_file
+
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    _launch(PLAIN, tmp_path, "legacy_plain", "cuda:90")
+    [new_file] = list((tmp_path / "base").glob("plain_scale_*.json"))
+    [variant] = [v for v in hooks._state.variants.values() if v.kernel_name == "plain_scale"]
+    keys = variant.keys(frozenset(), options_chosen_by_caller=True)
+    assert keys.legacy_sig_hash != keys.sig_hash
+    old = read_baseline_file(new_file)
+    commit_invariance(
+        "plain_scale",
+        keys.legacy_sig_hash,
+        old.invariance,
+        config_hash=old.config_hash,
+        base=tmp_path / "base",
+    )
+    new_file.unlink()
+    hooks._state.decided.clear()
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    _launch(PLAIN, tmp_path, "legacy_plain_again", "cuda:90")
+    assert ": match," in reported[-1]
+    assert f"plain_scale_{keys.legacy_sig_hash}.json, filed by argument names" in reported[-1]
+    assert "TRITON_INVARIANCE_COMMIT=1" in reported[-1]
+
+
+def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BLOCK 128 -> 256 files the kernel under a new key; the hook path and `check` both name
+    the baseline it replaced and what differs, instead of a bare "no baseline"."""
+    from triton_invariance.errors import BaselineNotFoundError
+
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    _launch(PLAIN, tmp_path, "near_plain", "cuda:90")
+    fn = load_variant(PLAIN, tmp_path, "near_wider", "plain_scale")
+    x, out = torch.ones(4096), torch.empty(4096)
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    with (
+        pytest.raises(BaselineNotFoundError) as info,
+        compile_only(GPUTarget(*TARGETS["cuda:90"])),
+    ):
+        fn[(16,)](x, out, 4096, 256)
+    message = str(info.value)
+    assert "nearest baseline plain_scale_" in message
+    assert "BLOCK: 128 -> 256" in message and "changed components:" in message
+
+    _mode(monkeypatch, "commit", tmp_path / "current")
+    fn2 = load_variant(PLAIN, tmp_path, "near_wider_commit", "plain_scale")
+    with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+        fn2[(16,)](x, out, 4096, 256)
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", str(tmp_path / "base")]) == 1
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_fp_fusion_off_with_the_same_binary_is_a_match_with_a_note(
+    target: str, reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The options component records fp fusion; a kernel with nothing to fuse compiles to the
+    same binary either way, and the compare says exactly that instead of a mismatch."""
+    copy = PLAIN.replace(" * 2.0", "")
+    tag = target.replace(":", "_")
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    # One module file for both: the binary's line info names the source file.
+    _launch(copy, tmp_path, f"fusion_{tag}", target)
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    _mode(monkeypatch, "compare", tmp_path / "base")
+    _launch(copy, tmp_path, f"fusion_{tag}", target)
+    assert ": match," in reported[-1]
+    assert "option changed; compiled code identical (same binary)" in reported[-1]
+    assert "enable_fp_fusion: true -> false" in reported[-1]
+
+
+def test_autotuner_warmup_commits_no_config_as_a_plain_kernel(
+    reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Autotuner.warmup` compiles every config without choosing one: nothing is committed."""
+    import triton
+
+    fn = load_variant(PLAIN, tmp_path, "warm_plain", "plain_scale")
+    configs = [triton.Config({"BLOCK": b}) for b in (64, 128)]
+    tuned = triton.autotune(configs=configs, key=["n"])(fn)
+    _mode(monkeypatch, "commit", tmp_path / "base")
+    x, out = torch.ones(4096), torch.empty(4096)
+    with compile_only(GPUTarget(*TARGETS["cuda:90"])):
+        tuned.warmup(x, out, 4096, grid=(1,))
+    assert reported == []
+    assert not (tmp_path / "base").exists()
