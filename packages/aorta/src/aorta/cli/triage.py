@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     type=click.IntRange(min=1),
     help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
 )
+@click.option(
+    "--locate",
+    is_flag=True,
+    help="Flag mode: every trial records where its first non-finite value appeared "
+    "(module, forward/backward/optimizer); costs step time (recipe: locate: true).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
 @click.option("--baseline-cell", help="Flag mode: baseline cell name.")
@@ -204,6 +211,7 @@ def run_command(
     order: str,
     stop_after_failures: int | None,
     max_trials: int | None,
+    locate: bool,
     steps: int,
     ticket: str | None,
     baseline_cell: str | None,
@@ -274,6 +282,8 @@ def run_command(
             stop_after_failures=stop_after_failures,
             alpha=alpha,
         )
+        if locate:
+            recipe = dataclasses.replace(recipe, locate=True)
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
 
@@ -356,6 +366,7 @@ def _trial_budget(
 # Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
     "workload",
+    "locate",
     "command",
     "step_time",
     "step_time_unit",
