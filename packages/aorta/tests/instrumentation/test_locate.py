@@ -122,3 +122,39 @@ def test_the_startup_hook_waits_for_torch_and_records_a_process_without_it(
     assert _python("import sys; print('torch' in sys.modules)", env) == "False"
     (record,) = tmp_path.glob("process_*.json")
     assert json.loads(record.read_text()) == {"torch": False, "first_nonfinite": None}
+
+
+class InPlace(torch.nn.Module):
+    """Ordinary training code: in-place ops on module outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Linear(4, 4)
+        self.relu = torch.nn.ReLU(inplace=True)
+        self.last = torch.nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.first(x)
+        y += 1.0
+        out: torch.Tensor = self.last(self.relu(y))
+        return out
+
+
+def test_in_place_ops_on_module_outputs_still_work_and_are_located() -> None:
+    # A global full backward hook would make `y += 1.0` raise; the locator must not.
+    torch.manual_seed(0)
+    model = InPlace()
+    locator = Locator()
+    locator.install()
+    try:
+        x = torch.randn(3, 4, requires_grad=True)
+        model(x).sum().backward()
+        assert locator.end_step(0) is None
+        with torch.no_grad():
+            model.last.weight.fill_(math.nan)
+        model(x).sum().backward()
+        locator.end_step(1)
+    finally:
+        locator.remove()
+    assert locator.found is not None
+    assert (locator.found.step, locator.found.module, locator.found.phase) == (1, "last", "forward")

@@ -110,7 +110,9 @@ def _install() -> None:
 
 def _at_exit() -> None:
     if _session.locator is not None:
-        _session.locator.flush()  # the last step's checks (a script that stops at a NaN loss)
+        # The last step's checks and gradients (a script that stops at a NaN loss or grad norm
+        # without an optimizer step).
+        _session.locator.check_gradients()
     if _session.written:
         return
     _session.written = True
