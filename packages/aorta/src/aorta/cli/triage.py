@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aorta.cli.command_options import command_options
+from aorta.cli.triage_nodes import nodes_command
 from aorta.instrumentation.redaction import redact_value
 from aorta.runner.command.flags import command_mapping
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
@@ -332,6 +333,9 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
         click.echo(f"aorta triage: warning: {warning}", err=True)
     click.echo(f"matrix: {run_dir / 'matrix.md'}")
     return 0
+
+
+triage_group.add_command(nodes_command)
 
 
 @triage_group.command("status")
