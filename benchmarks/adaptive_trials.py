@@ -11,7 +11,8 @@ Reported per scenario and overall:
 - agreement: matrices in which every cell gets the same verdict (cured `—` or not) from both
   designs; goal >= 95 %;
 - family-wise false `—`: matrices in which some cell whose true rate is not below the
-  baseline's is called cured; goal <= alpha (shown for the fixed design too);
+  baseline's is called cured (shown for the fixed design too); the goal, <= alpha, is judged
+  on the worst scenario that has such cells;
 - trials spent by the adaptive rule as a share of the fixed design's `(cells + 1) * N`;
   goal <= 50 %.
 
@@ -126,11 +127,14 @@ def main() -> int:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     total = Tally()
+    worst_false = 0.0  # the family-wise false '—' rate of the worst scenario with null cells
     print(f"N = {args.max_trials} trials per cell, alpha = {args.alpha}, {args.matrices} matrices")
     for scenario in SCENARIOS:
         tally = Tally()
         for _ in range(args.matrices):
             simulate(scenario, rng, args.max_trials, args.alpha, tally)
+        if any(rate >= scenario.baseline for rate in scenario.cells):
+            worst_false = max(worst_false, tally.false_cure_adaptive / tally.matrices)
         for field in tally.__dataclass_fields__:
             setattr(total, field, getattr(total, field) + getattr(tally, field))
         print(
@@ -141,12 +145,12 @@ def main() -> int:
         )
     agreement = total.agreed / total.matrices
     spent = total.spent / total.fixed_cost
-    null_scenario = next(s for s in SCENARIOS if s.name == "no effect")
-    del null_scenario  # the family-wise check below uses every scenario's null cells
-    false_rate = total.false_cure_adaptive / total.matrices
+    # Judged per scenario that has cells without a true cure (pooling with scenarios that
+    # have none would dilute it), the worst one counts.
+    false_rate = worst_false
     print(
         f"{'overall':>14}: agreement {agreement:6.1%} (goal >= {AGREEMENT_GOAL:.0%}), "
-        f"false '—' {false_rate:5.1%} (goal <= {args.alpha:.0%}), "
+        f"false '—' {false_rate:5.1%} (worst scenario; goal <= {args.alpha:.0%}), "
         f"trials spent {spent:5.1%} of fixed (goal <= {SPENT_GOAL:.0%})"
     )
     missed = [
