@@ -45,6 +45,7 @@ from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.hardware import hardware_summary
 from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
+from aorta.triage.onset_report import node_warning, onset_section
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
@@ -427,6 +428,8 @@ def _banner(report: MatrixReport) -> list[str]:
             "`aorta triage matrix <run dir>`"
         )
     lines.extend(f"> **Warning**: {_one_line(w)}" for w in report.matrix.warnings)
+    node = node_warning(report.matrix, report.matrix.alpha)
+    lines.extend([f"> **Warning**: {_one_line(node)}"] if node else [])
     lines.extend(
         f"> **Warning**: {_one_line(_partial_scope_warning(scope))}"
         for scope in report.partial_scopes
@@ -617,6 +620,8 @@ def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> st
         lines.extend([*banner, ""])
     lines.extend(["## Reproduction Summary", "", *_summary_table(report), ""])
     lines.extend(["## Notes", "", *_notes(report)])
+    onset = onset_section(report.matrix, report.recipe.locate)
+    lines.extend(["", *onset[:-1]] if onset else [])  # after the notes: the summary ends there
     return "\n".join(lines) + "\n"
 
 
