@@ -55,11 +55,9 @@ _WRAPPER_SEGMENTS: Final = frozenset(
 )
 # Pending checks are read in batches: one synchronisation per batch, bounded memory.
 _FLUSH_EVERY: Final = 1024
+# How deep outputs are searched for tensors: (logits, (k, v)), {"loss": ..., "hidden": [...]}.
 _MAX_NESTING: Final = 4
-_UNNAMED_PARAMETER: Final = (
-    "<unnamed module>",
-    "<unnamed parameter>",
-)  # outputs such as (logits, (k, v)) or {"loss": ..., "hidden": [...]}
+_UNNAMED_PARAMETER: Final = ("<unnamed module>", "<unnamed parameter>")
 
 
 class _Check(NamedTuple):
@@ -201,7 +199,7 @@ class Locator:
             self._name_tree(module)
         if self.found is None and torch.is_grad_enabled():
             # The gradient this module computes for its inputs, when autograd gets there.
-            name = self._names.get(module) or f"<unnamed {root_label(module)}>"
+            name = self._name(module)
             for item in _floating_tensors(args):
                 if item.requires_grad:
                     hook = partial(self._on_input_gradient, name)
