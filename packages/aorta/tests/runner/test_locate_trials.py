@@ -112,3 +112,27 @@ def test_a_process_that_never_imports_torch_is_not_located(tmp_path: Path) -> No
     argv = [sys.executable, "-c", "print('hello')"]
     (result,) = run_trials(_command(tmp_path, argv))
     assert result.first_nonfinite == {"located": False, "reason": "no torch"}
+
+
+@pytest.mark.slow
+def test_a_child_process_trial_is_located_too(tmp_path: Path) -> None:
+    request = RunRequest(
+        workload="fsdp",
+        output_dir=tmp_path,
+        steps=5,
+        locate=True,
+        fresh_process=True,
+        extra_env={
+            "AORTA_FSDP_DEVICE": "cpu",
+            "AORTA_FSDP_TEST_INJECT_NAN_AT_STEP": "2",
+            "AORTA_FSDP_TEST_INJECT_NAN_MODULE": "blocks.0.qkv",
+        },
+    )
+    (result,) = run_trials(request)
+    assert result.execution == "child_process"
+    found = result.first_nonfinite
+    assert found is not None and (found["step"], found["module"], found["phase"]) == (
+        2,
+        "blocks.0.qkv",
+        "forward",
+    )
