@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/triage_false_alarms.py
 	$(BIN)/python benchmarks/false_verdicts.py
 	$(BIN)/python benchmarks/command_trial.py
+	$(BIN)/python benchmarks/locate_overhead.py
 	$(BIN)/python benchmarks/invariance_cost.py
 	$(BIN)/python benchmarks/invariance_import.py
 	$(BIN)/python benchmarks/autoexp_plan.py

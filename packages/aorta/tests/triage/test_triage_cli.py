@@ -230,9 +230,12 @@ def test_error_trials_are_counted_apart_and_fail_the_run(
         "RuntimeError: toy workload asked to raise"
     )
     md = (run_dir / "matrix.md").read_text()
+    summary = md.split("## Reproduction Summary", 1)[1].split("## Notes", 1)[0]
     rows = {
         cols[0]: cols
-        for cols in ([c.strip() for c in line.strip("|").split("|")] for line in md.splitlines())
+        for cols in (
+            [c.strip() for c in line.strip("|").split("|")] for line in summary.splitlines()
+        )
     }
     assert rows["baseline-local"][4] == "2 / 3 (+1 error)"
     assert rows["never-trains"][4] == "0 / 0 (+4 errors)"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from aorta.cli.command_options import command_options
+from aorta.cli.triage_nodes import nodes_command
 from aorta.instrumentation.redaction import redact_value
 from aorta.runner.command.flags import command_mapping
 from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
@@ -138,6 +140,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     type=click.IntRange(min=1),
     help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
 )
+@click.option(
+    "--locate",
+    is_flag=True,
+    help="Flag mode: every trial records where its first non-finite value appeared "
+    "(module, forward/backward/optimizer); costs step time (recipe: locate: true).",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
 @click.option("--baseline-cell", help="Flag mode: baseline cell name.")
@@ -205,6 +213,7 @@ def run_command(
     order: str,
     stop_after_failures: int | None,
     max_trials: int | None,
+    locate: bool,
     steps: int,
     ticket: str | None,
     baseline_cell: str | None,
@@ -275,6 +284,8 @@ def run_command(
             stop_after_failures=stop_after_failures,
             alpha=alpha,
         )
+        if locate:
+            recipe = dataclasses.replace(recipe, locate=True)
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
 
@@ -326,6 +337,9 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
     return 0
 
 
+triage_group.add_command(nodes_command)
+
+
 @triage_group.command("status")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def status_command(run_dir: Path) -> int:
@@ -358,6 +372,7 @@ def _trial_budget(
 # Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
     "workload",
+    "locate",
     "command",
     "step_time",
     "step_time_unit",

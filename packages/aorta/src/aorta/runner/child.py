@@ -52,6 +52,7 @@ def _request_to_spec(request: RunRequest) -> dict[str, Any]:
         "seed": request.seed,
         "pinned_mitigations": [_entry_spec(m) for m in request.pinned_mitigations],
         "fingerprint_kernels": request.fingerprint_kernels,
+        "locate": request.locate,
     }
 
 
@@ -68,6 +69,7 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
         seed=spec["seed"],
         pinned_mitigations=tuple(Mitigation(**m) for m in spec.get("pinned_mitigations", ())),
         fingerprint_kernels=spec.get("fingerprint_kernels", False),
+        locate=spec.get("locate", False),
     )
 
 

@@ -10,12 +10,14 @@ same `trial_<id>.json` as any workload. `{output_dir}` is the trial's own direct
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+import tempfile
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
+from aorta.instrumentation.locate_record import LOCATE_DIR_VAR, read_locate_dir
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.command.logtail import last_line, log_tail
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
@@ -32,6 +34,16 @@ from aorta.runner.resolve import request_mitigations
 def trial_directory(request: RunRequest, trial_id: int) -> Path:
     """The trial's `{output_dir}`: `trial_<id>/` next to its JSON."""
     return request.output_dir / f"trial_{trial_id}"
+
+
+def locate_directory(request: RunRequest, trial_id: int) -> Path:
+    """A fresh directory for this attempt's locate records (`AORTA_LOCATE_DIR`).
+
+    Fresh per attempt, next to the trial's JSON: a resumed trial never merges the records
+    an interrupted attempt left behind.
+    """
+    request.output_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"trial_{trial_id}.locate.", dir=request.output_dir))
 
 
 def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
@@ -110,6 +122,9 @@ class CommandTrialSession:
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
         env = with_seed(self.trial_env, seed)
+        locate_dir = locate_directory(request, trial_id) if request.locate else None
+        if locate_dir is not None:
+            env[LOCATE_DIR_VAR] = str(locate_dir)
         started_at = utc_timestamp()
         with owning_trial(request.output_dir, trial_id) as owner:
             out = run_command_trial(
@@ -123,6 +138,8 @@ class CommandTrialSession:
                 owner=owner,
             )
             result = self._result(request, trial_id, env, started_at, out)
+            if locate_dir is not None:
+                result = replace(result, first_nonfinite=read_locate_dir(locate_dir))
             write_json_atomic(request.trial_path(trial_id), result.to_dict())
         reporter.trial_finished(result)
         return result

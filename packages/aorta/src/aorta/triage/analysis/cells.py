@@ -95,6 +95,8 @@ class TrialSummary:
     host: TrialHost | None = None  # where it ran; None: not recorded (an older trial file)
     read_warnings: tuple[str, ...] = ()  # what reading its log could not vouch for
     warmup_steps: int = 0  # steps before `step_times_ms` began (left out as warm-up)
+    # Where its first non-finite value appeared (`locate: true`); None: not asked.
+    first_nonfinite: Mapping[str, Any] | None = None
 
     @property
     def measured(self) -> bool:
@@ -221,6 +223,9 @@ class CellStats:
                     "host": None if t.host is None else t.host.to_dict(),
                     "time_source": t.time_source,
                     "host_load": None if t.host_load is None else t.host_load.to_dict(),
+                    "first_nonfinite": None
+                    if t.first_nonfinite is None
+                    else dict(t.first_nonfinite),
                 }
                 for t in self.trials
             ],
@@ -312,6 +317,7 @@ def aggregate_cell(
             host=r.host,
             read_warnings=trial_read_warnings(r.command),
             warmup_steps=r.warmup_steps,
+            first_nonfinite=r.first_nonfinite,
         )
         for r in ordered
     )

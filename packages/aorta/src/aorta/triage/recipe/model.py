@@ -152,6 +152,9 @@ class Recipe:
     # `fingerprint_kernels: true`: every trial records its Triton kernels' fingerprints and
     # the matrix says which kernels each cell changed vs the baseline.
     fingerprint_kernels: bool = False
+    # `locate: true`: every trial records where its first non-finite value appeared
+    # (`first_nonfinite`, see aorta.instrumentation.locate). Off by default: it costs step time.
+    locate: bool = False
     # `executor: {slurm: {...}}`: every trial a SLURM array task (`aorta.triage.slurm`);
     # None: the trials run on this machine.
     executor: SlurmSettings | None = None

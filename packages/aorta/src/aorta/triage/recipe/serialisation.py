@@ -91,6 +91,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "order": recipe.order,
         "order_seed": recipe.order_seed,
         "fingerprint_kernels": recipe.fingerprint_kernels,
+        "locate": recipe.locate,
         "executor": executor_dict(recipe.executor),
         "confound": {
             "threshold": recipe.confound.threshold,
@@ -152,6 +153,7 @@ _RESOLVED_KEYS = (
     "order",
     "order_seed",
     "fingerprint_kernels",
+    "locate",
     "executor",
     "confound",
     "cells",
@@ -370,6 +372,7 @@ def recipe_from_resolved(
         fingerprint_kernels=boolean(
             where, "fingerprint_kernels", top.get("fingerprint_kernels", False)
         ),
+        locate=boolean(where, "locate", top.get("locate", False)),  # absent before it existed
         # Absent in files written before it existed: those ran locally.
         executor=executor_from_data(where, "executor", top.get("executor")),
     )

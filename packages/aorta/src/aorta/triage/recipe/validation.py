@@ -75,6 +75,7 @@ _TOP_KEYS = (
     "confound",
     "cells",
     "fingerprint_kernels",
+    "locate",
     "executor",
 )
 CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
@@ -505,6 +506,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     )
 
     executor = problems.attempt(lambda: executor_from_data(where, "executor", data.get("executor")))
+    locate = problems.attempt(lambda: boolean(where, "locate", data.get("locate", False)))
 
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells = _unique_cells(
@@ -558,5 +560,6 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         order=order,
         order_seed=seed,
         fingerprint_kernels=bool(fingerprint),
+        locate=bool(locate),
         executor=executor,
     )

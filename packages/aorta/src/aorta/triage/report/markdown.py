@@ -15,6 +15,7 @@ from aorta.triage.analysis.step_sources import SOURCES_NOTE, load_range, sources
 from aorta.triage.layout import HOST_ENV_NAME, PLOT_NAME, RunDir
 from aorta.triage.names import NO_TICKET
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.report.onset_report import node_warning, onset_section
 from aorta.triage.report.output import (
     ENV_SCOPE_PREFIX,
     HOST_SCOPE,
@@ -206,6 +207,8 @@ def _banner(report: MatrixReport) -> list[str]:
             "`aorta triage matrix <run dir>`"
         )
     lines.extend(f"> **Warning**: {_one_line(w)}" for w in report.matrix.warnings)
+    node = node_warning(report.matrix, report.matrix.alpha)
+    lines.extend([f"> **Warning**: {_one_line(node)}"] if node else [])
     lines.extend(
         f"> **Warning**: {_one_line(_partial_scope_warning(scope))}"
         for scope in report.partial_scopes
@@ -396,4 +399,6 @@ def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> st
         lines.extend([*banner, ""])
     lines.extend(["## Reproduction Summary", "", *_summary_table(report), ""])
     lines.extend(["## Notes", "", *_notes(report)])
+    onset = onset_section(report.matrix, report.recipe.locate)
+    lines.extend(["", *onset[:-1]] if onset else [])  # after the notes: the summary ends there
     return "\n".join(lines) + "\n"

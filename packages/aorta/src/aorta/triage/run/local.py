@@ -57,6 +57,7 @@ def cell_request(
         # What the recipe resolved (or recorded, when re-run or resumed), not today's registry.
         pinned_mitigations=cell.mitigation_entries,
         fingerprint_kernels=recipe.fingerprint_kernels,
+        locate=recipe.locate,
     )
 
 
