@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final, Literal
 
 from aorta.runner.command import spec as command_spec
@@ -25,7 +25,10 @@ __all__ = [
     "COMMAND_FLAGS",
     "FLAG_OF_KEY",
     "CommandFlag",
-    "command_mapping", "flag_message", "spec_from_flags"]
+    "command_mapping",
+    "flag_message",
+    "spec_from_flags",
+]
 
 # Where the flag-built mapping is validated: the prefix of every key path in its errors.
 WHERE: Final = "command"
