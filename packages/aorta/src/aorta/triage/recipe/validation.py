@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 
 # Known keys, derived from the one declaration of the recipe's fields.
 _TOP_KEYS = keys(TOP_FIELDS, "file")
-CONFOUND_KEYS = keys(CONFOUND_FIELDS, "file")
+_CONFOUND_KEYS = keys(CONFOUND_FIELDS, "file")
 _CELL_KEYS = keys(CELL_FIELDS, "file")
 # The workload name of a command workload (in run directories and trial JSONs).
 COMMAND_WORKLOAD = "command"
@@ -373,8 +373,8 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     if value is None:
         return {}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA
     if not isinstance(value, Mapping):
-        where.fail("confound", f"expected a mapping with keys {', '.join(CONFOUND_KEYS)}", value)
-    check_keys(where, "confound", value, CONFOUND_KEYS, "confound")
+        where.fail("confound", f"expected a mapping with keys {', '.join(_CONFOUND_KEYS)}", value)
+    check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
     threshold = DEFAULT_CONFOUND_THRESHOLD
     if value.get("threshold") is not None:
         threshold = valid_threshold(where, "confound.threshold", value["threshold"])
