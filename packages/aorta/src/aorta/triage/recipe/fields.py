@@ -85,7 +85,8 @@ class Field:
 
 _RESOLVED_ONLY: frozenset[Reader] = frozenset({"resolved"})
 
-# Top-level keys, in the order the file reader lists them in its errors.
+# Top-level keys, in the order the file reader lists them in its errors (and flag mode its
+# options in `--help`).
 TOP_FIELDS: tuple[Field, ...] = (
     Field(
         "schema_version",
