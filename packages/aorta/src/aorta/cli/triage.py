@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from aorta.cli.command_options import command_options
+from aorta.cli.recipe_options import recipe_flag_options, recipe_flag_params
 from aorta.cli.triage_nodes import nodes_command
 from aorta.instrumentation.redaction import redact_value
-from aorta.runner.command.flags import command_mapping
-from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.runner.command.flags import COMMAND_FLAGS, command_mapping
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
@@ -116,53 +115,7 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     help="Run the trials an earlier run directory is missing, in that directory.",
 )
 @click.option("--mode", type=click.Choice(["matrix"]), help="Flag mode (builds a recipe).")
-@click.option("--workload", help="Flag mode: workload name.")
-@click.option("--mitigation-axis", help="Flag mode: comma-separated mitigations.")
-@click.option(
-    "--environment-axis", help="Flag mode: comma-separated environments; image:<ref> = docker."
-)
-@click.option("--trials", type=click.IntRange(min=1), help="Flag mode: trials per cell.")
-@click.option(
-    "--order",
-    type=click.Choice(["interleaved", "sequential"]),
-    default="interleaved",
-    show_default=True,
-    help="Flag mode: interleaved runs trial k of every cell (shuffled) before trial k+1, so "
-    "machine drift hits all cells alike; sequential runs each cell's trials in one go.",
-)
-@click.option(
-    "--stop-after-failures",
-    type=click.IntRange(min=1),
-    help="Flag mode: stop a cell once K of its trials failed (with --max-trials N).",
-)
-@click.option(
-    "--max-trials",
-    type=click.IntRange(min=1),
-    help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
-)
-@click.option(
-    "--locate",
-    is_flag=True,
-    help="Flag mode: every trial records where its first non-finite value appeared "
-    "(module, forward/backward/optimizer); costs step time (recipe: locate: true).",
-)
-@click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
-@click.option("--baseline-cell", help="Flag mode: baseline cell name.")
-@click.option(
-    "--confound-threshold",
-    type=float,
-    default=DEFAULT_CONFOUND_THRESHOLD,
-    show_default=True,
-    help="Flag mode: step-time ratio above which a cell reads speed (+N%).",
-)
-@click.option(
-    "--alpha",
-    type=float,
-    default=DEFAULT_ALPHA,
-    show_default=True,
-    help="Flag mode: significance level of the failure-rate labels (two-sided Fisher p).",
-)
+@recipe_flag_options
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -283,9 +236,8 @@ def run_command(
             order=order,
             stop_after_failures=stop_after_failures,
             alpha=alpha,
+            locate=locate,
         )
-        if locate:
-            recipe = dataclasses.replace(recipe, locate=True)
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
 
@@ -369,29 +321,12 @@ def _trial_budget(
     return max_trials
 
 
-# Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
+# Options that only flag mode reads (declared with the recipe's fields and the command
+# workload's flags); a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
-    "workload",
-    "locate",
+    *recipe_flag_params(),
     "command",
-    "step_time",
-    "step_time_unit",
-    "failure_pattern",
-    "cwd",
-    "keep_logs",
-    "hang_after",
-    "trial_timeout",
-    "mitigation_axis",
-    "environment_axis",
-    "trials",
-    "order",
-    "stop_after_failures",
-    "max_trials",
-    "steps",
-    "ticket",
-    "baseline_cell",
-    "confound_threshold",
-    "alpha",
+    *(flag.param for flag in COMMAND_FLAGS),
 )
 
 

@@ -17,6 +17,7 @@ oellm-autoexp config.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from functools import partial
@@ -39,22 +40,9 @@ __all__ = [
     "load_slurm_config",
 ]
 
-SLURM_KEYS = (
-    "partition",
-    "account",
-    "qos",
-    "time",
-    "nodes",
-    "gpus_per_node",
-    "sbatch_extra",
-    "launcher",
-    "setup",
-    "max_concurrent",
-    "constraint",
-    "same_node",
-    "max_resubmits",
-    "poll_seconds",
-)
+# The settings' keys are the dataclass's fields (their one declaration: name, type, default);
+# `_checks` holds the check of each.
+SLURM_KEYS = tuple(field.name for field in dataclasses.fields(SlurmSettings))
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 # Partition, account, qos, node names: what SLURM itself accepts in them.

@@ -56,6 +56,7 @@ def recipe_from_flags(
     stop_after_failures: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     command: Mapping[str, Any] | None = None,
+    locate: bool = False,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -66,7 +67,7 @@ def recipe_from_flags(
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
     `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
     `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
-    `trials` as the most it runs (`--max-trials N`).
+    `trials` as the most it runs (`--max-trials N`); `locate` is `--locate`.
 
     `command` is a command workload mapping (`aorta.runner.command.flags.command_mapping`:
     the argv after `--` and the command flags) instead of a registered `workload`; exactly
@@ -142,6 +143,7 @@ def recipe_from_flags(
         workload_source_package=source_package,
         command=spec,
         order=order_value,
+        locate=locate,
     )
 
 

@@ -32,9 +32,9 @@ from aorta.triage.recipe.checks import (
     valid_threshold,
 )
 from aorta.triage.recipe.executor import executor_dict, executor_from_data
+from aorta.triage.recipe.fields import CELL_FIELDS, CONFOUND_FIELDS, TOP_FIELDS, keys
 from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
 from aorta.triage.recipe.validation import (
-    CONFOUND_KEYS,
     check_baseline,
     check_unique,
     command_args,
@@ -141,35 +141,11 @@ def dump_resolved_yaml(recipe: Recipe) -> str:
 # --------------------------------------------------------------------------- read back
 
 
-_RESOLVED_KEYS = (
-    "schema_version",
-    "origin",
-    "source",
-    "sha256",
-    "ticket",
-    "workload",
-    "trials",
-    "steps",
-    "order",
-    "order_seed",
-    "fingerprint_kernels",
-    "locate",
-    "executor",
-    "confound",
-    "cells",
-)
+# Known keys, derived from the one declaration of the recipe's fields.
+_RESOLVED_KEYS = keys(TOP_FIELDS, "resolved")
+_CONFOUND_KEYS = keys(CONFOUND_FIELDS, "resolved")
 _WORKLOAD_KEYS = ("name", "source_package", "command")
-_CELL_KEYS = (
-    "name",
-    "mitigations",
-    "environment",
-    "extra_env",
-    "trials",
-    "steps",
-    "stop_after_failures",
-    "env",
-    "command_args",
-)
+_CELL_KEYS = keys(CELL_FIELDS, "resolved")
 _MITIGATION_KEYS = ("name", "source_package", "env", "process_scoped")
 _ENVIRONMENT_KEYS = (
     "name",
@@ -322,7 +298,7 @@ def recipe_from_resolved(
     ticket = None if top.get("ticket") is None else ticket_name(where, "ticket", top["ticket"])
     workload = _mapping(where, "workload", require(where, "", top, "workload"), _WORKLOAD_KEYS)
     workload_name = safe_name(where, "workload.name", require(where, "workload", workload, "name"))
-    confound = _mapping(where, "confound", require(where, "", top, "confound"), CONFOUND_KEYS)
+    confound = _mapping(where, "confound", require(where, "", top, "confound"), _CONFOUND_KEYS)
     recorded = valid_threshold(
         where, "confound.threshold", require(where, "confound", confound, "threshold")
     )

@@ -50,6 +50,7 @@ from aorta.triage.recipe.checks import (
     valid_threshold,
 )
 from aorta.triage.recipe.executor import executor_from_data
+from aorta.triage.recipe.fields import CELL_FIELDS, CONFOUND_FIELDS, TOP_FIELDS, keys
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
@@ -63,32 +64,10 @@ from aorta.triage.recipe.model import (
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
 
-_TOP_KEYS = (
-    "schema_version",
-    "ticket",
-    "workload",
-    "trials",
-    "steps",
-    "order",
-    "order_seed",
-    "stop_after",
-    "confound",
-    "cells",
-    "fingerprint_kernels",
-    "locate",
-    "executor",
-)
-CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
-_CELL_KEYS = (
-    "name",
-    "mitigations",
-    "environment",
-    "trials",
-    "steps",
-    "stop_after",
-    "extra_env",
-    "command_args",
-)
+# Known keys, derived from the one declaration of the recipe's fields.
+_TOP_KEYS = keys(TOP_FIELDS, "file")
+_CONFOUND_KEYS = keys(CONFOUND_FIELDS, "file")
+_CELL_KEYS = keys(CELL_FIELDS, "file")
 # The workload name of a command workload (in run directories and trial JSONs).
 COMMAND_WORKLOAD = "command"
 _INLINE_ENV_KEYS = ("docker",)
@@ -394,8 +373,8 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     if value is None:
         return {}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA
     if not isinstance(value, Mapping):
-        where.fail("confound", f"expected a mapping with keys {', '.join(CONFOUND_KEYS)}", value)
-    check_keys(where, "confound", value, CONFOUND_KEYS, "confound")
+        where.fail("confound", f"expected a mapping with keys {', '.join(_CONFOUND_KEYS)}", value)
+    check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
     threshold = DEFAULT_CONFOUND_THRESHOLD
     if value.get("threshold") is not None:
         threshold = valid_threshold(where, "confound.threshold", value["threshold"])
