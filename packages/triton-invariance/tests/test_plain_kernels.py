@@ -316,6 +316,10 @@ def test_rekey_moves_a_name_keyed_baseline_to_its_position_key(
         code = cli_main(["rekey", str(tmp_path / "current"), "--dir", str(base), *flags])
         return code, capsys.readouterr().out
 
+    # Before the re-key `check` reads the old file as the hooks do: a match with a note.
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", str(base), "--strict"]) == 0
+    assert f"read from {old_file.name}, filed by argument names" in capsys.readouterr().out
+
     code, out = rekey()
     assert code == 0
     assert f"would write {new_name} from {old_file.name} (filed by argument names" in out
