@@ -112,3 +112,115 @@ def test_check_reports_a_new_key_as_new(
     for size in (256, 1024):
         _launch(matmul, size, "cuda:90")
     assert cli_main(["check", str(tmp_path / "current"), "--dir", str(tmp_path / "base")]) == 0
+
+
+def _as_keyless(base: Path) -> Path:
+    """Rewrite the one per-key baseline in `base` the way a release before per-key baselines
+    filed it: under the signature hash (the `family`), with no autotune key recorded."""
+    from triton_invariance.storage import commit_invariance
+
+    [keyed_file] = list_baselines(base)
+    keyed = read_baseline_file(keyed_file)
+    family = keyed.recorded["family"]
+    commit_invariance(
+        keyed.kernel_name,
+        family,
+        keyed.invariance,
+        config_hash=keyed.config_hash,
+        config=keyed.config,
+        specialization=keyed.specialization,
+        base=base,
+        recorded={"asm_digest": keyed.recorded["asm_digest"]},
+    )
+    keyed_file.unlink()
+    return base / f"{keyed.kernel_name}_{family}.json"
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_check_falls_back_to_a_baseline_from_before_per_key_baselines(
+    target: str,
+    reported: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`check` reads the single pre-per-key baseline as the hooks do (a note, not MISSING), and
+    a numerics change is still a mismatch against it."""
+    from triton_invariance.cli import main as cli_main
+
+    tag = target.replace(":", "_")
+    source = source_of(tile_matmul)
+    matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
+        load_variant(source, tmp_path, f"keyless_{tag}", "tile_matmul")
+    )
+    _mode(monkeypatch, "commit")
+    _launch(matmul, 256, target)
+    old_file = _as_keyless(tmp_path / "base")
+
+    # The hooks compare against it (the lookup `check` now shares).
+    _mode(monkeypatch, "compare")
+    _new_process(matmul)
+    _launch(matmul, 256, target)
+    assert ": match," in reported[-1] and f"read from {old_file.name}" in reported[-1]
+
+    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "current"))
+    _mode(monkeypatch, "commit")
+    _new_process(matmul)
+    _launch(matmul, 256, target)
+    capsys.readouterr()
+    base = str(tmp_path / "base")
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", base, "--strict"]) == 0
+    out = capsys.readouterr().out
+    assert "ok      tile_matmul_" in out and "MISSING" not in out
+    assert f"baseline read from {old_file.name}, one baseline for every autotune key" in out
+    assert "triton-invariance rekey" in out
+    assert "GONE" not in out  # the old file was used, not left unseen
+
+    changed = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
+        load_variant(
+            source.replace("c = acc.to(tl.float16)", "c = (acc * 2.0).to(tl.float16)"),
+            tmp_path,
+            f"keyless_changed_{tag}",
+            "tile_matmul",
+        )
+    )
+    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "changed"))
+    _launch(changed, 256, target)
+    capsys.readouterr()
+    assert cli_main(["check", str(tmp_path / "changed"), "--dir", base]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH tile_matmul_" in out and f"baseline {old_file}" in out
+
+
+def test_rekey_gives_each_autotune_key_its_own_copy_of_the_single_baseline(
+    reported: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A pre-per-key baseline was the baseline of every shape: `rekey --write` files a copy of
+    it under each key a current run saw, recording the key, and `check` then reads them
+    without a note."""
+    from triton_invariance.cli import main as cli_main
+
+    matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
+        load_variant(source_of(tile_matmul), tmp_path, "rekey_keyless", "tile_matmul")
+    )
+    _mode(monkeypatch, "commit")
+    _launch(matmul, 256, "cuda:90")
+    old_file = _as_keyless(tmp_path / "base")
+    old = read_baseline_file(old_file)
+    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "current"))
+    _new_process(matmul)
+    _launch(matmul, 256, "cuda:90")
+    capsys.readouterr()
+    base = str(tmp_path / "base")
+    assert cli_main(["rekey", str(tmp_path / "current"), "--dir", base, "--write"]) == 0
+    out = capsys.readouterr().out
+    assert f"from {old_file.name} (one baseline for every autotune key" in out
+    [rekeyed] = [b for b in map(read_baseline_file, list_baselines(base)) if b != old]
+    assert rekeyed.recorded["autotune_key"] == {"M": 256, "N": 256, "K": 256}
+    assert rekeyed.recorded["family"] == old.signature_hash
+    assert rekeyed.invariance == old.invariance
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", base]) == 0
+    assert "read from" not in capsys.readouterr().out

@@ -208,3 +208,168 @@ def test_autotuner_warmup_commits_no_config_as_a_plain_kernel(
         tuned.warmup(x, out, 4096, grid=(1,))
     assert reported == []
     assert not (tmp_path / "base").exists()
+
+
+SCALED = """
+@triton.jit
+def plain_scale(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+"""
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_record_scalars_in_the_environment_mode_reports_a_changed_eps(
+    target: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRITON_INVARIANCE_RECORD_SCALARS=1 with COMMIT stores the float arguments of the launch
+    that produced the baseline; with COMPARE, the same kernel launched with another value fails
+    (the fingerprint alone cannot see it), and the same value matches."""
+    from triton_invariance.errors import LaunchScalarsChangedError
+    from triton_invariance.storage import read_baseline_file
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    monkeypatch.setenv("TRITON_INVARIANCE_RECORD_SCALARS", "1")
+    tag = target.replace(":", "_")
+    x, out = torch.ones(4096), torch.empty(4096)
+    lines: list[str] = []
+
+    def launch(module: str, scale: float) -> None:
+        hooks.uninstall()  # a new process: install reads the environment
+        hooks.install(report=lines.append)
+        fn = load_variant(SCALED, tmp_path, module, "plain_scale")
+        with compile_only(GPUTarget(*TARGETS[target])):
+            fn[(32,)](x, out, 4096, scale, 128)
+
+    try:
+        _mode(monkeypatch, "commit", tmp_path / "base")
+        launch(f"eps_commit_{tag}", 1e-5)
+        [committed] = list((tmp_path / "base").glob("plain_scale_*.json"))
+        assert read_baseline_file(committed).recorded["launch_scalars"] == {
+            "#3": {"name": "scale", "values": ["1e-05"]}
+        }
+        _mode(monkeypatch, "compare", tmp_path / "base")
+        launch(f"eps_same_{tag}", 1e-5)
+        assert ": match," in lines[-1]
+        with pytest.raises(LaunchScalarsChangedError) as info:
+            launch(f"eps_changed_{tag}", 1e-6)
+        assert "#3 scale: 1e-05 -> 1e-06" in str(info.value)
+
+        monkeypatch.setenv("TRITON_INVARIANCE_RECORD_SCALARS", "0")
+        launch(f"eps_unrecorded_{tag}", 1e-6)  # without the flag the value is not compared
+        assert ": match," in lines[-1]
+    finally:
+        hooks.uninstall()
+
+
+def _as_name_keyed(base: Path) -> tuple[Path, str]:
+    """Rewrite the one baseline in `base` as a release before position keys filed it: under the
+    argument-name-keyed hash, with nothing recorded about newer keys. Returns (old file, new
+    file name)."""
+    from triton_invariance.storage import commit_invariance, read_baseline_file
+
+    [new_file] = list(base.glob("plain_scale_*.json"))
+    [variant] = [v for v in hooks._state.variants.values() if v.kernel_name == "plain_scale"]
+    keys = variant.keys(frozenset(), options_chosen_by_caller=True)
+    old = read_baseline_file(new_file)
+    commit_invariance(
+        "plain_scale",
+        keys.legacy_sig_hash,
+        old.invariance,
+        config_hash=old.config_hash,
+        config=old.config,
+        specialization=old.specialization,
+        base=base,
+        recorded={"asm_digest": old.recorded["asm_digest"]},
+    )
+    new_file.unlink()
+    return base / f"plain_scale_{keys.legacy_sig_hash}.json", new_file.name
+
+
+@pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
+def test_rekey_moves_a_name_keyed_baseline_to_its_position_key(
+    target: str,
+    reported: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`triton-invariance rekey CURRENT`: a dry run lists, --write writes the old fingerprint
+    under the new key (old file kept), --remove-old deletes it; `check` then needs no note."""
+    from triton_invariance.storage import read_baseline_file
+
+    tag = target.replace(":", "_")
+    base = tmp_path / "base"
+    _mode(monkeypatch, "commit", base)
+    _launch(PLAIN, tmp_path, f"rekey_plain_{tag}", target)
+    old_file, new_name = _as_name_keyed(base)
+    old = read_baseline_file(old_file)
+    _mode(monkeypatch, "commit", tmp_path / "current")
+    hooks._state.decided.clear()
+    # The same source as at commit: the argument names are what the old key was made of.
+    _launch(PLAIN, tmp_path, f"rekey_current_{tag}", target)
+    capsys.readouterr()
+
+    def rekey(*flags: str) -> tuple[int, str]:
+        code = cli_main(["rekey", str(tmp_path / "current"), "--dir", str(base), *flags])
+        return code, capsys.readouterr().out
+
+    # Before the re-key `check` reads the old file as the hooks do: a match with a note.
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", str(base), "--strict"]) == 0
+    assert f"read from {old_file.name}, filed by argument names" in capsys.readouterr().out
+
+    code, out = rekey()
+    assert code == 0
+    assert f"would write {new_name} from {old_file.name} (filed by argument names" in out
+    assert "1 file(s) to write, 1 old file(s) to delete" in out
+    assert sorted(p.name for p in base.glob("*.json")) == [old_file.name]
+    assert rekey("--remove-old")[0] == 2
+
+    code, out = rekey("--write")
+    assert code == 0 and f"wrote {new_name} from {old_file.name}" in out
+    assert f"old files kept: {old_file.name}" in out
+    rekeyed = read_baseline_file(base / new_name)
+    assert rekeyed.invariance == old.invariance and rekeyed.config_hash == old.config_hash
+    assert rekeyed.recorded["legacy_signature"] == old.signature_hash
+    assert old_file.exists()
+
+    code, out = rekey("--write", "--remove-old")
+    assert code == 0 and f"removed {old_file.name}" in out and not old_file.exists()
+    assert rekey()[1].startswith("rekey: nothing to re-key")
+    assert cli_main(["check", str(tmp_path / "current"), "--dir", str(base), "--strict"]) == 0
+    assert "read from" not in capsys.readouterr().out
+
+
+def test_rekey_never_overwrites_a_baseline_committed_since(
+    reported: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A baseline that appears under the new key between the dry run and --write (a commit
+    running at the same time) is newer than the old file: kept, and the old file too."""
+    from triton_invariance.rekey import plan_rekeys
+    from triton_invariance.storage import list_baselines, read_baseline_file, write_new_baseline
+
+    base = tmp_path / "base"
+    _mode(monkeypatch, "commit", base)
+    _launch(PLAIN, tmp_path, "race_plain", "cuda:90")
+    old_file, new_name = _as_name_keyed(base)
+    _mode(monkeypatch, "commit", tmp_path / "current")
+    hooks._state.decided.clear()
+    _launch(CHANGED, tmp_path, "race_changed", "cuda:90")
+    current = [read_baseline_file(p) for p in list_baselines(tmp_path / "current")]
+    [item] = plan_rekeys(current, base).writes
+    assert write_new_baseline(current[0], base)  # the concurrent commit wins the race
+    assert not write_new_baseline(item.baseline, base)
+    assert read_baseline_file(base / new_name).invariance == current[0].invariance
+    capsys.readouterr()
+    code = cli_main(
+        ["rekey", str(tmp_path / "current"), "--dir", str(base), "--write", "--remove-old"]
+    )
+    assert code == 0
+    # The variant has its own file now: the old one is superseded and removed on request.
+    assert f"removed {old_file.name}" in capsys.readouterr().out
+    assert read_baseline_file(base / new_name).invariance == current[0].invariance

@@ -26,19 +26,19 @@ from triton_invariance.storage import (
     baseline_path,
     commit_invariance,
     compare_and_report,
+    fallback_keys,
     family_baselines,
 )
 
 COMMIT_ENV = "TRITON_INVARIANCE_COMMIT"
 COMPARE_ENV = "TRITON_INVARIANCE_COMPARE"
+RECORD_SCALARS_ENV = "TRITON_INVARIANCE_RECORD_SCALARS"
 _ON = frozenset({"1", "true", "yes", "on"})
 _OFF = frozenset({"", "0", "false", "no", "off"})
 # The per-config options Triton's `Config.all_kwargs()` adds next to the tuned constexprs.
 CONFIG_OPTIONS = ("num_warps", "num_ctas", "num_stages", "maxnreg", "ir_override")
 
 Mode = Literal["off", "commit", "compare"]
-_BY_NAMES = "filed by argument names (before this release)"
-_KEYLESS = "one baseline for every autotune key (before per-key baselines)"
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -61,6 +61,11 @@ def mode_from_env(environ: Mapping[str, str] | None = None) -> Mode:
             f"compare checks against them"
         )
     return "commit" if commit else "compare" if compare else "off"
+
+
+def record_scalars_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `TRITON_INVARIANCE_RECORD_SCALARS` asks to record / compare launch scalars."""
+    return _flag(os.environ if environ is None else environ, RECORD_SCALARS_ENV)
 
 
 def _canonical(value: Any) -> Any:
@@ -223,6 +228,7 @@ def on_winner_selected(
     recorded: Mapping[str, Any] | None = None,
     autotune_key: Mapping[str, Any] | None = None,
     key_sig_hash: str | None = None,
+    launch_scalars: Mapping[int, tuple[str, str]] | None = None,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
@@ -233,7 +239,9 @@ def on_winner_selected(
     and, for a compare, tells an option change with identical compiled code from a change.
     `key_sig_hash` files the winner per autotune key (`autotune_key`, the values of the
     autotuner's `key` arguments) instead of per signature; a compare of a key that has no
-    baseline while other keys of the signature do is outcome "new", not an error. Raises
+    baseline while other keys of the signature do is outcome "new", not an error.
+    `launch_scalars` (the float arguments of the winner's launch, by position) is committed with
+    the baseline, or compared with the committed ones (`LaunchScalarsChangedError`). Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
     """
@@ -256,6 +264,15 @@ def on_winner_selected(
         if key_sig_hash is not None:
             recorded = {**(recorded or {}), "autotune_key": dict(autotune_key or {})}
             recorded["family"] = sig_hash
+        seen_scalars = None
+        if launch_scalars is not None:
+            from triton_invariance.scalars import one_launch, to_record
+
+            seen_scalars = one_launch(dict(launch_scalars))
+            recorded = {**(recorded or {}), "launch_scalars": to_record(seen_scalars)}
+        if legacy_sig_hash is not None and legacy_sig_hash != sig_hash:
+            # Where an earlier release filed it: `check` and `rekey` look there too.
+            recorded = {**(recorded or {}), "legacy_signature": legacy_sig_hash}
         if active == "compare" and key_sig_hash is not None and not Path(path).exists():
             others = family_baselines(kernel_name, sig_hash, base)
             if others:
@@ -286,9 +303,7 @@ def on_winner_selected(
                 recorded=recorded,
             )
         else:
-            fallbacks = [] if key_sig_hash is None else [(sig_hash, _KEYLESS)]
-            if legacy_sig_hash is not None:
-                fallbacks.append((legacy_sig_hash, _BY_NAMES))
+            fallbacks = fallback_keys(None if key_sig_hash is None else sig_hash, legacy_sig_hash)
             compare_and_report(
                 kernel_name,
                 file_sig,
@@ -301,6 +316,7 @@ def on_winner_selected(
                 config=config,
                 specialization=specialization,
                 asm_digest=(recorded or {}).get("asm_digest"),
+                launch_scalars=seen_scalars,
             )
             outcome = "match"
         return WinnerOutcome(

@@ -14,6 +14,10 @@
   only, `triton.compile`) is its own winner: the listener commits / compares it at its first
   compile in the process, with the launch options (num_warps, ...) as part of its
   specialisation.
+* Under `TRITON_INVARIANCE_RECORD_SCALARS=1` `JITFunction.run` is wrapped too: the float
+  arguments of each kernel's first launch are committed with its baseline and compared with
+  them (the pytest gate's `--triton-invariance-record-scalars`, shared code in `scalars`); a
+  plain kernel is then decided at its first launch instead of its compile.
 
 A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
 BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
@@ -28,6 +32,7 @@ so each specialisation has its own baseline file instead of overwriting another'
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import sys
@@ -48,6 +53,7 @@ from triton_invariance.api import (
     legacy_signature_hash,
     mode_from_env,
     on_winner_selected,
+    record_scalars_from_env,
 )
 from triton_invariance.cache import _invariance_cache
 from triton_invariance.data import InvarianceData
@@ -158,6 +164,12 @@ class _State:
         self.decided: set[str] = set()
         # Autotuner -> the constexpr names its configs set (computed once per autotuner).
         self.tuned: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+        # Under TRITON_INVARIANCE_RECORD_SCALARS: the launch wrapper, each kernel hash's first
+        # launch's float arguments, and the plain kernels whose decision waits for that launch.
+        self.launches = contextlib.ExitStack()
+        self.record_scalars = False
+        self.scalars: dict[str, dict[int, tuple[str, str]]] = {}
+        self.pending: dict[str, CompiledVariant] = {}
 
 
 _state = _State()
@@ -203,9 +215,23 @@ def _on_compiled(**kwargs: Any) -> None:
     if mode_from_env() == "off":
         _cache(variant, frozenset())
         return
+    if _state.record_scalars:
+        # Its launch arguments are known only once it launches: decide then (`_on_launch`).
+        with _state.lock:
+            _state.pending[kernel_hash] = variant
+        return
     # Outside an autotuner the compiled kernel is the one that runs: commit / compare it now,
     # once per process, as the autotuner wrapper does for a winner.
     _decide(variant, kernel_hash, frozenset(), options_chosen_by_caller=True)
+
+
+def _on_launch(kernel_hash: str, scalars: dict[int, tuple[str, str]]) -> None:
+    """Keep each kernel's first launch's float arguments; decide a plain kernel waiting for it."""
+    with _state.lock:
+        _state.scalars.setdefault(kernel_hash, scalars)
+        variant = _state.pending.pop(kernel_hash, None)
+    if variant is not None:
+        _decide(variant, kernel_hash, frozenset(), options_chosen_by_caller=True)
 
 
 def _variant_of(kernel: Any) -> CompiledVariant:
@@ -295,6 +321,7 @@ def _decide(
         recorded={"asm_digest": winner.asm_digest} if winner.asm_digest else None,
         autotune_key=autotune_key,
         key_sig_hash=key_sig_hash,
+        launch_scalars=_state.scalars.get(kernel_hash) if _state.record_scalars else None,
     )
     with _state.lock:
         _state.decided.add(kernel_hash)
@@ -373,6 +400,11 @@ def install(report: Reporter | None = None) -> None:
         Autotuner.run = _wrap_run(Autotuner.run)
         _state.original_warmup = Autotuner.warmup
         Autotuner.warmup = _wrap_warmup(Autotuner.warmup)
+        _state.record_scalars = record_scalars_from_env()
+        if _state.record_scalars:
+            from triton_invariance.scalars import on_launch
+
+            _state.launches.enter_context(on_launch(_on_launch))
         _state.installed = True
 
 
@@ -391,6 +423,10 @@ def uninstall() -> None:
         _state.previous_listener = None
         _state.original_run = None
         _state.original_warmup = None
+        _state.launches.close()
+        _state.record_scalars = False
+        _state.scalars.clear()
+        _state.pending.clear()
         _state.variants.clear()
         _state.decided.clear()
         _state.report = _stderr

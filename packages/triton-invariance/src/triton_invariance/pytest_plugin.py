@@ -186,6 +186,8 @@ def _commit(gate: _Gate) -> None:
         recorded: dict[str, Any] = {}
         if seen.asm_digest is not None:
             recorded["asm_digest"] = seen.asm_digest
+        if seen.legacy_digest != seen.digest:  # lets `triton-invariance rekey` find old files
+            recorded["legacy_signature"] = seen.legacy_digest
         if gate.record_scalars:
             recorded["launch_scalars"] = to_record(seen.scalars)
         try:
@@ -212,20 +214,18 @@ def _commit(gate: _Gate) -> None:
 
 def _baseline_of(gate: _Gate, seen: _Seen, used: set[str]) -> Any:
     """The committed baseline of a variant (under its name-keyed stem of earlier releases too)."""
-    from triton_invariance.storage import load_baseline
+    from triton_invariance.storage import fallback_keys, find_baseline
 
-    baseline = load_baseline(seen.kernel, seen.digest, gate.directory)
     used.add(seen.stem)
-    if baseline is None and seen.legacy_digest != seen.digest:
-        baseline = load_baseline(seen.kernel, seen.legacy_digest, gate.directory)
-        if baseline is not None:
-            used.add(f"{seen.kernel}_{seen.legacy_digest}")
-            gate.report.append(
-                f"note {seen.stem}: baseline read from {seen.kernel}_{seen.legacy_digest}.json, "
-                f"filed by argument names (before this release); re-key it: commit once, then "
-                f"delete that file"
-            )
-    return baseline
+    found = find_baseline(
+        seen.kernel, seen.digest, fallback_keys(None, seen.legacy_digest), gate.directory
+    )
+    if found is None:
+        return None
+    used.add(found.path.stem)
+    if found.note is not None:
+        gate.report.append(f"note {seen.stem}: {found.note}")
+    return found.baseline
 
 
 def _compare(gate: _Gate) -> None:

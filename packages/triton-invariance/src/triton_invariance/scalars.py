@@ -1,8 +1,10 @@
-"""Float scalar arguments of kernel launches (`--triton-invariance-record-scalars`).
+"""Float scalar arguments of kernel launches (`--triton-invariance-record-scalars`,
+`TRITON_INVARIANCE_RECORD_SCALARS=1`).
 
 A runtime scalar (an `eps` or a scale passed at launch) is not part of the compiled kernel, so a
 changed value leaves every fingerprint as it was. The pytest gate can record the float scalars
-of each kernel variant's launches next to its baseline and report a change. Integers are left
+of each kernel variant's launches next to its baseline and report a change; the
+environment-variable hooks do the same for the launch that produced a baseline. Integers are left
 out: they are sizes, strides and offsets, which legitimately vary with the data.
 
 `on_launch` wraps `triton.runtime.jit.JITFunction.run` (Triton's launch path for `@triton.jit`
@@ -74,6 +76,12 @@ def scalar_changes(
             shown_new = ", ".join(new) or "not launched with a float"
             changes.append(f"#{pos} {name}: {shown_old} -> {shown_new}")
     return changes
+
+
+def one_launch(scalars: Scalars) -> dict[int, tuple[str, set[str]]]:
+    """One launch's scalars in the form `scalar_changes` and `to_record` take (a set of values
+    per position, as a session that saw several launches has)."""
+    return {pos: (name, {value}) for pos, (name, value) in scalars.items()}
 
 
 def to_record(seen: Mapping[int, tuple[str, set[str]]]) -> dict[str, Any]:

@@ -64,7 +64,9 @@ class Baseline:
     config: Mapping[str, Any] = field(default_factory=dict)
     specialization: Mapping[str, Any] = field(default_factory=dict)
     # What was observed next to the fingerprint but is not part of it: `asm_digest` (the
-    # backend assembly's hash), `launch_scalars`, `autotune_key`, `family` (see RECORDED_KEYS).
+    # backend assembly's hash), `launch_scalars`, `autotune_key`, `family` (the signature hash
+    # the per-key files of one autotuned kernel share), `legacy_signature` (the name-keyed hash
+    # an earlier release filed the variant under).
     recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -293,7 +295,7 @@ def commit_invariance(
         dict(specialization or {}),
         dict(recorded or {}),
     )
-    text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
+    text = _text(new)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
@@ -313,6 +315,27 @@ def commit_invariance(
             path.parent, f"cannot write baselines here ({exc.strerror or exc})"
         ) from None
     return outcome
+
+
+def _text(baseline: Baseline) -> str:
+    return json.dumps(baseline.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def write_new_baseline(baseline: Baseline, base: str | os.PathLike[str] | None = None) -> bool:
+    """Write `baseline` under its own key unless a file is already there (atomically, under the
+    directory lock); False when one was, which is left untouched (it is newer than a re-keyed
+    old baseline)."""
+    path = baseline_path(baseline.kernel_name, baseline.signature_hash, base)
+    try:
+        with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+            if path.exists() or path.is_symlink():
+                return False
+            _write_atomic(path, _text(baseline))
+    except OSError as exc:
+        raise BaselineError(
+            path.parent, f"cannot write baselines here ({exc.strerror or exc})"
+        ) from None
+    return True
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -350,6 +373,7 @@ def compare_and_report(
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
     asm_digest: str | None = None,
+    launch_scalars: Mapping[int, tuple[str, set[str]]] | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -365,18 +389,19 @@ def compare_and_report(
     With no baseline at all, the error names the nearest committed baseline of the same kernel
     (`config` / `specialization` are the current variant's, for saying what differs). When
     only the compile options differ and `asm_digest` equals the baseline's recorded one, the
-    compiled code is the same: a match, with a note saying so.
+    compiled code is the same: a match, with a note saying so. `launch_scalars` (the float
+    arguments of this run's launch, see `scalars`) is compared with the baseline's recorded ones
+    after a match: a change raises `LaunchScalarsChangedError`.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
     path = baseline_path(kernel_name, sig_hash, base)
-    baseline = load_baseline(kernel_name, sig_hash, base)
-    for old_hash, why in fallbacks:
-        if baseline is not None:
-            break
-        baseline = _load_fallback(kernel_name, sig_hash, old_hash, why, base, notes)
-        if baseline is not None:
-            path = baseline_path(kernel_name, old_hash, base)
+    found = find_baseline(kernel_name, sig_hash, fallbacks, base)
+    baseline = None
+    if found is not None:
+        baseline, path = found.baseline, found.path
+        if found.note is not None and notes is not None:
+            notes.append(found.note)
     if baseline is None:
         raise BaselineNotFoundError(
             path,
@@ -386,16 +411,17 @@ def compare_and_report(
         )
     if notes is not None:
         notes.extend(baseline.invariance.comparison_notes(current))
-    if baseline.invariance.matches(current):
-        return True
     from triton_invariance.verdict import identical_code_note
 
-    same_code = identical_code_note(
-        baseline.invariance, baseline.recorded.get("asm_digest"), current, asm_digest
-    )
-    if same_code is not None:
-        if notes is not None:
+    same_code = None
+    if not baseline.invariance.matches(current):
+        same_code = identical_code_note(
+            baseline.invariance, baseline.recorded.get("asm_digest"), current, asm_digest
+        )
+    if baseline.invariance.matches(current) or same_code is not None:
+        if same_code is not None and notes is not None:
             notes.append(same_code)
+        _check_launch_scalars(kernel_name, path, baseline, launch_scalars)
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
@@ -412,6 +438,25 @@ def compare_and_report(
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
+
+
+def _check_launch_scalars(
+    kernel_name: str,
+    path: Path,
+    baseline: Baseline,
+    launch_scalars: Mapping[int, tuple[str, set[str]]] | None,
+) -> None:
+    """Raise `LaunchScalarsChangedError` when the baseline recorded launch scalars and this
+    launch's differ (nothing to compare when either side did not record them)."""
+    recorded = baseline.recorded.get("launch_scalars")
+    if launch_scalars is None or not isinstance(recorded, dict):
+        return
+    from triton_invariance.errors import LaunchScalarsChangedError
+    from triton_invariance.scalars import scalar_changes
+
+    changes = scalar_changes(recorded, launch_scalars)
+    if changes:
+        raise LaunchScalarsChangedError(kernel_name, path, changes)
 
 
 def _nearest_text(
@@ -433,23 +478,72 @@ def _nearest_text(
     return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
 
 
-def _load_fallback(
+# Why a baseline may sit under another key than the one a compile files it under now.
+BY_NAMES = "filed by argument names (before this release)"
+KEYLESS = "one baseline for every autotune key (before per-key baselines)"
+
+
+def fallback_keys(family: str | None, legacy: str | None) -> list[tuple[str, str]]:
+    """The older keys a baseline may be filed under, most specific first: the signature's
+    single baseline of releases before per-autotune-key baselines (`family`), then the
+    argument-name-keyed hash of releases before position keys (`legacy`)."""
+    keys = [] if family is None else [(family, KEYLESS)]
+    if legacy is not None:
+        keys.append((legacy, BY_NAMES))
+    return keys
+
+
+def recorded_fallbacks(current: Baseline) -> list[tuple[str, str]]:
+    """`fallback_keys` for a file a COMMIT run wrote, from what it recorded (`family`,
+    `legacy_signature`); a value that is not a hex digest is ignored."""
+
+    def digest(key: str) -> str | None:
+        value = current.recorded.get(key)
+        return value if isinstance(value, str) and _SAFE_HASH.fullmatch(value) else None
+
+    return fallback_keys(digest("family"), digest("legacy_signature"))
+
+
+@dataclass(frozen=True)
+class FoundBaseline:
+    """A baseline and the file it came from; `note` says how to re-key one read from an older
+    key (None when it sits under the current key)."""
+
+    baseline: Baseline
+    path: Path
+    note: str | None = None
+    why: str | None = None  # why it sits under an older key (None: the current key)
+
+
+def find_baseline(
     kernel_name: str,
     sig_hash: str,
-    old_hash: str,
-    why: str,
-    base: str | os.PathLike[str] | None,
-    notes: list[str] | None,
-) -> Baseline | None:
-    found = load_baseline(kernel_name, old_hash, base)
-    if found is not None and notes is not None:
-        old = baseline_path(kernel_name, old_hash, base)
-        new = baseline_path(kernel_name, sig_hash, base)
-        notes.append(
-            f"baseline read from {old.name}, {why}; re-key it: commit once with "
-            f"TRITON_INVARIANCE_COMMIT=1 (writes {new.name}), then delete {old}"
-        )
-    return found
+    fallbacks: Sequence[tuple[str, str]] = (),
+    base: str | os.PathLike[str] | None = None,
+) -> FoundBaseline | None:
+    """The baseline of `kernel_name`/`sig_hash`, else the first of `fallbacks` (older key, why it
+    was filed there; see `fallback_keys`) that has one, else None.
+
+    The one lookup the hooks, the pytest gate, `check` and `rekey` share, so they never disagree
+    on which file a compile is compared with.
+    """
+    found = load_baseline(kernel_name, sig_hash, base)
+    if found is not None:
+        return FoundBaseline(found, baseline_path(kernel_name, sig_hash, base))
+    for old_hash, why in fallbacks:
+        if old_hash == sig_hash:
+            continue
+        found = load_baseline(kernel_name, old_hash, base)
+        if found is not None:
+            old = baseline_path(kernel_name, old_hash, base)
+            new = baseline_path(kernel_name, sig_hash, base)
+            note = (
+                f"baseline read from {old.name}, {why}; re-key it: `triton-invariance rekey "
+                f"CURRENT --write` (CURRENT: a TRITON_INVARIANCE_COMMIT run's directory), or "
+                f"commit once with TRITON_INVARIANCE_COMMIT=1 (writes {new.name}) and delete {old}"
+            )
+            return FoundBaseline(found, old, note, why)
+    return None
 
 
 def family_baselines(
