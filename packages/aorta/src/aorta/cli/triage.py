@@ -96,12 +96,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     """The shell-quoted command line of the cell's trial 0, secrets in it redacted."""
     import shlex
 
-    from aorta.instrumentation.redaction import redact_embedded_secrets
+    from aorta.instrumentation.redaction import redact_argv
     from aorta.runner.command.runner import trial_argv
     from aorta.triage.runner import cell_request
 
     request = cell_request(recipe, run_dir, cell, range(cell.trials), fresh_process=False)
-    return redact_embedded_secrets(shlex.join(trial_argv(request, 0)))
+    return shlex.join(redact_argv(trial_argv(request, 0)))
 
 
 @triage_group.command("run")
@@ -169,6 +169,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     "machine's registry does not vouch for.",
 )
 @click.option(
+    "--allow-shared-writable",
+    is_flag=True,
+    help="--resume: read the run directory even if another user owns it or others can write "
+    "it (they could change what the resume runs; see docs/security.md).",
+)
+@click.option(
     "--progress",
     type=click.Choice(["auto", "live", "plain"]),
     default="auto",
@@ -212,6 +218,7 @@ def run_command(
     output_dir: Path,
     dry_run: bool,
     trust_environments: bool,
+    allow_shared_writable: bool,
     progress: ProgressMode,
     executor: str | None,
     slurm_config: Path | None,
@@ -238,7 +245,12 @@ def run_command(
     _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
     if resume_dir is not None:
         return _resume(
-            resume_dir, dry_run=dry_run, progress=progress, trust=trust_environments, detach=detach
+            resume_dir,
+            dry_run=dry_run,
+            progress=progress,
+            trust=trust_environments,
+            detach=detach,
+            shared=allow_shared_writable,
         )
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
@@ -405,7 +417,13 @@ def _say_trusted(actions: list[str]) -> None:
 
 
 def _resume(
-    run_dir: Path, *, dry_run: bool, progress: ProgressMode, trust: bool, detach: bool
+    run_dir: Path,
+    *,
+    dry_run: bool,
+    progress: ProgressMode,
+    trust: bool,
+    detach: bool,
+    shared: bool = False,
 ) -> int:
     from aorta.triage.recipe.trust import check_run_trust
     from aorta.triage.rundir import RESOLVED_NAME, read_run_recipe
@@ -416,10 +434,20 @@ def _resume(
     if dry_run:
         return 0
     label = str(run_dir / RESOLVED_NAME)
-    _say_trusted(check_run_trust(recipe, run_dir, digest, label=label, trusted=trust))
+    if shared:
+        click.echo(
+            f"aorta triage: --allow-shared-writable: not checking who owns or can write {run_dir}",
+            err=True,
+        )
+    trusted = check_run_trust(
+        recipe, run_dir, digest, label=label, trusted=trust, allow_shared_writable=shared
+    )
+    _say_trusted(trusted)
     if detach and recipe.executor is None:
         raise click.UsageError("--detach: only with the SLURM executor")
-    return _execute(recipe, run_dir, progress, resume=True, trust=trust, detach=detach)
+    return _execute(
+        recipe, run_dir, progress, resume=True, trust=trust, detach=detach, shared=shared
+    )
 
 
 def _execute(
@@ -430,6 +458,7 @@ def _execute(
     resume: bool = False,
     trust: bool = False,
     detach: bool = False,
+    shared: bool = False,
 ) -> int:
     """Run (`target` = output root) or resume (`target` = the run directory) and report."""
     import os
@@ -458,7 +487,12 @@ def _execute(
         else:
             with reporter:
                 if resume:
-                    report = resume_run(target, reporter=reporter, trust_environments=trust)
+                    report = resume_run(
+                        target,
+                        reporter=reporter,
+                        trust_environments=trust,
+                        allow_shared_writable=shared,
+                    )
                 else:
                     from aorta.cli import plot_job
 

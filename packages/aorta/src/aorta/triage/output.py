@@ -648,7 +648,7 @@ def write_report(
     run_dir = Path(report.run_dir)
     json_path = write_json_atomic(run_dir / JSON_NAME, report_json(report), overwrite=True)
     pending_md = render_markdown(report, PlotOutcome(None, pending=True))
-    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, pending_md, overwrite=True)
+    md_path = write_text_atomic(run_dir / MARKDOWN_NAME, pending_md, overwrite=True, shared=True)
     if plot_drawer is not None:
         plot_drawer(report, pending_md)
     else:
@@ -667,4 +667,4 @@ def draw_plot(report: MatrixReport, *, pending_md: str | None = None) -> None:
     md_path = run_dir / MARKDOWN_NAME
     if pending_md is not None and md_path.read_text(encoding="utf-8") != pending_md:
         return
-    write_text_atomic(md_path, render_markdown(report, plot), overwrite=True)
+    write_text_atomic(md_path, render_markdown(report, plot), overwrite=True, shared=True)

@@ -404,6 +404,7 @@ def resume_run(
     probe: Probe = collect_env,
     now: datetime | None = None,
     trust_environments: bool = False,
+    allow_shared_writable: bool = False,
 ) -> MatrixReport:
     """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
 
@@ -420,11 +421,19 @@ def resume_run(
     something this machine's registry does not vouch for (a venv interpreter, a docker image,
     changed mitigation variables, `LD_PRELOAD`-like variables, a command) raises
     `UntrustedRecipeError` unless `trust_environments` is set, or this user started the run
-    from the recipe as it is now (`recipe.signature`).
+    from the recipe as it is now (`recipe.signature`). A run directory another user owns or
+    others can write is refused (`strict_modes`) unless `allow_shared_writable`.
     """
     recipe, digest = read_run_recipe(run_dir)
     label = str(run_dir / RESOLVED_NAME)
-    check_run_trust(recipe, run_dir, digest, label=label, trusted=trust_environments)
+    check_run_trust(
+        recipe,
+        run_dir,
+        digest,
+        label=label,
+        trusted=trust_environments,
+        allow_shared_writable=allow_shared_writable,
+    )
     rank, _ = distributed_rank()
     moment = now or datetime.now(UTC)
 

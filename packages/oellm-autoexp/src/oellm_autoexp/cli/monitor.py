@@ -43,19 +43,39 @@ def _setup_logging(verbose: bool) -> None:
     )
 
 
-def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str]) -> SessionStore:
+def _store(
+    state_dir: Path | None,
+    config: str | None,
+    overrides: Sequence[str],
+    *,
+    allow_shared_writable: bool = False,
+) -> SessionStore:
+    """The sessions' store; with CONFIG, its sessions submit with CONFIG's `slurm.submit_cmd`
+    whatever their files say (`persistence.trust`)."""
     from oellm_autoexp.persistence import SessionStore
 
+    shared = allow_shared_writable
     if state_dir is not None:
-        return SessionStore(state_dir)
+        return SessionStore(state_dir, allow_shared_writable=shared)
     if config is not None:
         from oellm_autoexp.api import store_for_config
         from oellm_autoexp.config.loader import dump_config, load_config
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        return store_for_config(dump_config(root), output_root(root))
-    return SessionStore(Path.cwd() / "monitoring_state")
+        store = store_for_config(dump_config(root), output_root(root))
+        store.submit_cmd = root.slurm.submit_cmd
+        store.allow_shared_writable = shared
+        return store
+    return SessionStore(Path.cwd() / "monitoring_state", allow_shared_writable=shared)
+
+
+_allow_shared_option = click.option(
+    "--allow-shared-writable",
+    is_flag=True,
+    help="Act on session files another user owns or others can write (they could change what "
+    "the monitor submits; see docs/security.md).",
+)
 
 
 def _client() -> Any:
@@ -159,6 +179,7 @@ def run_submit(
     help="With CONFIG: monitor until this job (name or SLURM id) is finished.",
 )
 @_state_dir_option
+@_allow_shared_option
 @click.option("--once", is_flag=True, help="Poll once and exit (for cron-style use).")
 @click.option("--quiet", is_flag=True, help="Only warnings (the event log is INFO).")
 def monitor_command(
@@ -168,6 +189,7 @@ def monitor_command(
     monitor_all: bool,
     job_name: str | None,
     state_dir: Path | None,
+    allow_shared_writable: bool,
     once: bool,
     quiet: bool,
 ) -> int:
@@ -191,8 +213,8 @@ def monitor_command(
                 f"{config}: a MONITOR.yaml takes no overrides, --monitor-session, --monitor-all, "
                 "--job or --state-dir (set state_dir: in the file)"
             )
-        return _monitor_standalone(spec, once=once)
-    store = _store(state_dir, config, overrides)
+        return _monitor_standalone(spec, once=once, shared=allow_shared_writable)
+    store = _store(state_dir, config, overrides, allow_shared_writable=allow_shared_writable)
     return _monitor_sessions(store, session_id, job_name, once=once)
 
 
@@ -248,11 +270,13 @@ def _monitor_file(config: str) -> MonitorFile | None:
 EXPERIMENT_KEYS = frozenset({"project", "defaults", "backend", "sweep", "slurm"})
 
 
-def _monitor_standalone(spec: MonitorFile, *, once: bool) -> int:
+def _monitor_standalone(spec: MonitorFile, *, once: bool, shared: bool = False) -> int:
     from oellm_autoexp import api
     from oellm_autoexp.monitor.standalone import run_monitor_file
 
-    store, session = run_monitor_file(spec, _client(), reporter=ClickReporter(), once=once)
+    store, session = run_monitor_file(
+        spec, _client(), reporter=ClickReporter(), once=once, allow_shared_writable=shared
+    )
     _print_status(api.status(store, session_ids=[session.session_id]))
     return api.exit_code([session])
 

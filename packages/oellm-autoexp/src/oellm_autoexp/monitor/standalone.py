@@ -33,7 +33,7 @@ import hashlib
 import logging
 import subprocess
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -217,9 +217,12 @@ def _record(entry: WatchEntry) -> JobRecord:
         raise ConfigError(str(exc), key="watch") from None
 
 
-def store_for(spec: MonitorFile) -> SessionStore:
+def store_for(spec: MonitorFile, *, allow_shared_writable: bool = False) -> SessionStore:
     """Where this MONITOR.yaml's session lives (`state_dir`, else next to the file)."""
-    return SessionStore(spec.state_dir or spec.path.parent / STATE_DIR_NAME)
+    return SessionStore(
+        spec.state_dir or spec.path.parent / STATE_DIR_NAME,
+        allow_shared_writable=allow_shared_writable,
+    )
 
 
 def open_session(spec: MonitorFile, store: SessionStore) -> Session:
@@ -243,7 +246,9 @@ def open_session(spec: MonitorFile, store: SessionStore) -> Session:
         record = _record(entry)
         previous = old.jobs.get(entry.name) if old is not None else None
         if previous is not None and _same_target(previous, record):
-            record = previous
+            # Only what was observed carries over: this monitor plans nothing, so a `script`
+            # in the state file was planted there and is never submitted.
+            record = replace(previous, script="")
         fresh.jobs[record.key] = record
     if old is not None:
         fresh.created_at = old.created_at
@@ -301,7 +306,12 @@ class ActionDispatcher:
 
 
 def run_monitor_file(
-    spec: MonitorFile, client: SlurmClient, *, reporter: Reporter, once: bool
+    spec: MonitorFile,
+    client: SlurmClient,
+    *,
+    reporter: Reporter,
+    once: bool,
+    allow_shared_writable: bool = False,
 ) -> tuple[SessionStore, Session]:
     """Watch what `spec` lists (one poll, or until every entry is finished) under its lock.
 
@@ -309,7 +319,7 @@ def run_monitor_file(
     """
     from oellm_autoexp.monitor.controller import MonitorController
 
-    store = store_for(spec)
+    store = store_for(spec, allow_shared_writable=allow_shared_writable)
     dispatcher = ActionDispatcher(spec.actions)
     with store.lock(spec.session_id):
         session = open_session(spec, store)
