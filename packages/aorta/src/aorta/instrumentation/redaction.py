@@ -34,7 +34,6 @@ from collections.abc import Mapping, Sequence
 
 from aorta.instrumentation.secret_shapes import REDACTED, redact_shapes
 
-
 SENSITIVE_NAME_PARTS: tuple[str, ...] = (
     "TOKEN",
     "SECRET",
@@ -123,9 +122,15 @@ def redact_url_credentials(value: str) -> str:
     return "".join(_redact_word_userinfo(part) for part in _WHITESPACE.split(value))
 
 
+def _is_sensitive_key(key: str) -> bool:
+    """`is_sensitive_name` for a key inside a value: there `Pwd=` is an ODBC password, not
+    the shell's working directory."""
+    return key.upper() in _NOT_SECRET_NAMES or is_sensitive_name(key)
+
+
 def _redact_pairs(pattern: re.Pattern[str], value: str) -> str:
     def replace(match: re.Match[str]) -> str:
-        if not is_sensitive_name(match.group("key").lstrip("-")):
+        if not _is_sensitive_key(match.group("key").lstrip("-")):
             return match.group(0)
         return f"{match.group('key')}{match.group('sep')}{REDACTED}"
 

@@ -154,9 +154,7 @@ class SessionStore:
         except (TypeError, ValueError) as exc:
             raise SessionCorruptError(f"{path}: {' '.join(str(exc).split())}") from None
         try:
-            pin_execution(
-                session, path, submit_cmd=self.submit_cmd, scripts_root=self.scripts_root
-            )
+            pin_execution(session, path, submit_cmd=self.submit_cmd, scripts_root=self.scripts_root)
         except SessionUntrustedError as exc:
             raise SessionCorruptError(str(exc)) from None
         return session

@@ -43,6 +43,7 @@ __all__ = [
     "untrusted_actions",
 ]
 
+
 def _environment_action(cell: Cell, registered: Mapping[str, Environment]) -> str | None:
     env = cell.environment
     if env.kind == "local":
