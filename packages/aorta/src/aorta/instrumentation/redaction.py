@@ -34,6 +34,19 @@ from collections.abc import Mapping, Sequence
 
 from aorta.instrumentation.secret_shapes import REDACTED, redact_shapes
 
+__all__ = [
+    "REDACTED",
+    "SENSITIVE_NAME_PARTS",
+    "SENSITIVE_NAME_WORDS",
+    "is_redacted",
+    "is_sensitive_name",
+    "redact_argv",
+    "redact_embedded_secrets",
+    "redact_environ",
+    "redact_url_credentials",
+    "redact_value",
+]
+
 SENSITIVE_NAME_PARTS: tuple[str, ...] = (
     "TOKEN",
     "SECRET",
