@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.errors import OutputWriteError
+
 
 def write_text_atomic(
     path: Path, text: str, *, mode: int | None = None, fsync: bool = True
@@ -19,8 +21,21 @@ def write_text_atomic(
     """Write `text` to `path` atomically (replacing an older file of that name).
 
     `fsync=False` is for batches: the caller syncs once (`os.sync()`) after the last file
-    instead of paying one journal commit per file.
+    instead of paying one journal commit per file. A failure (ENOSPC, a quota, EROFS) is
+    `OutputWriteError`, one line naming `path`; an earlier file of that name stays as it was.
     """
+    try:
+        return _write_text_atomic(path, text, mode=mode, fsync=fsync)
+    except OutputWriteError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        error = OutputWriteError(f"{path}: cannot write: {reason}")
+        error.errno = exc.errno
+        raise error from None
+
+
+def _write_text_atomic(path: Path, text: str, *, mode: int | None, fsync: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
