@@ -236,7 +236,8 @@ def run_command(
     Ctrl-C (a
     partial matrix marked interrupted is written first; --resume continues it).
     """
-    from aorta.triage.recipe import check_trust, load_recipe, recipe_from_flags
+    from aorta.triage.recipe import load_recipe, recipe_from_flags
+    from aorta.triage.recipe.trust import check_recipe_file_trust
 
     if sum(x is not None for x in (recipe_path, mode, resume_dir)) != 1:
         raise click.UsageError(
@@ -255,7 +256,7 @@ def run_command(
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
         if recipe.resolved and not dry_run:
-            _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
+            _say_trusted(check_recipe_file_trust(recipe, recipe_path, trusted=trust_environments))
     else:
         trials = _trial_budget(trials, stop_after_failures, max_trials)
         spec = command_mapping(command, **command_flags)

@@ -51,6 +51,7 @@ from oellm_autoexp.monitor.stages import stage_dependency
 from oellm_autoexp.monitor.states import Mode, MonitorState, monitor_state_of
 from oellm_autoexp.monitor.triage_launch import TriageRequest, describe, launch_triage
 from oellm_autoexp.monitor.triage_recipe import job_command
+from oellm_autoexp.persistence.intents import record_intents
 from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome, Session, TriageEvent
 from oellm_autoexp.persistence.store import SessionStore
 from oellm_autoexp.slurm.client import (
@@ -165,8 +166,13 @@ class MonitorController:
         *,
         clock: Callable[[], float] = time.time,
         start_triage: Callable[[TriageRequest], TriageEvent] = launch_triage,
+        journal_actions: bool = False,
     ) -> None:
         self.client = client
+        # Actions are written into the session as intents with the log offset that produced
+        # them (`persistence.intents`), for a caller that runs them (the standalone monitor).
+        self.journal_actions = journal_actions
+        self._journaled = 0  # how many of `_actions` are recorded as intents
         self.store = store
         self.clock = clock
         self.start_triage = start_triage  # the `triage:` action (a test passes a recorder)
@@ -193,6 +199,7 @@ class MonitorController:
     def drain_actions(self) -> list[Action]:
         """Actions collected from log signals since the last call (and forget them)."""
         out, self._actions = self._actions, []
+        self._journaled = 0
         return out
 
     def poll_once(self) -> PollReport:
@@ -954,6 +961,11 @@ class MonitorController:
         job.state = state
 
     def _save_dirty(self) -> None:
+        if self.journal_actions:
+            fresh, self._journaled = self._actions[self._journaled :], len(self._actions)
+            for rt in self._runtimes:
+                if record_intents(rt.session.intents, rt.session.session_id, fresh):
+                    rt.dirty = True
         now = self.clock()
         for rt in self._runtimes:
             if rt.dirty or (rt.touched and now - rt.saved_at >= ACTIVITY_SAVE_S):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.monitor.states import MonitorState
+from oellm_autoexp.persistence.intents import Intent, intents_from_list
 
 SESSION_FORMAT = "oellm-autoexp-session"
 SESSION_VERSION = 1
@@ -289,6 +290,8 @@ class Session:
     status: str = "active"
     # Nodes later submissions avoid (`sbatch --exclude`), decided by monitor.node_health.
     excluded_nodes: list[str] = field(default_factory=list)
+    # Actions recorded before they run (`persistence.intents`): exactly once across crashes.
+    intents: list[Intent] = field(default_factory=list)
 
     @property
     def active(self) -> bool:
@@ -343,6 +346,7 @@ class Session:
             "plan": self.plan,
             "jobs": [job.to_dict() for job in self.jobs.values()],
             "excluded_nodes": self.excluded_nodes,
+            "intents": [intent.to_dict() for intent in self.intents],
         }
 
     @classmethod
@@ -366,4 +370,5 @@ class Session:
             jobs=jobs,
             status=str(data.get("status", "active")),
             excluded_nodes=[str(n) for n in data.get("excluded_nodes") or []],
+            intents=intents_from_list(data.get("intents")),
         )

@@ -30,13 +30,14 @@ from pathlib import Path
 
 from aorta.instrumentation.redaction import redact_value
 from aorta.registry.models import Environment, Mitigation
-from aorta.strict_modes import refuse_shared_state
+from aorta.strict_modes import SharedStateError, refuse_shared_state
 from aorta.triage.errors import UntrustedRecipeError
 from aorta.triage.recipe.env_allowlist import is_vouched_variable
 from aorta.triage.recipe.model import Cell, Recipe
 from aorta.triage.recipe.signature import signed_by_this_user
 
 __all__ = [
+    "check_recipe_file_trust",
     "check_run_trust",
     "check_trust",
     "resume_needs_trust",
@@ -145,6 +146,21 @@ def check_run_trust(
     if signed_by_this_user(run_dir, recipe_sha256):
         return []
     return check_trust(recipe, label=label, trusted=trusted)
+
+
+def check_recipe_file_trust(recipe: Recipe, path: Path, *, trusted: bool) -> list[str]:
+    """`check_trust` for `--recipe` of a resolved recipe: nothing needs vouching for when it is
+    the `recipe.resolved.yaml` of a run this user signed, unchanged (`recipe.sha256`: the bytes
+    parsed), in a run directory no one else can write (else the signature proves nothing)."""
+    if path.name == STEERING_FILES[0] and recipe.sha256 is not None:
+        try:
+            refuse_shared_state(path.parent, STEERING_FILES, ())
+        except SharedStateError:
+            pass
+        else:
+            if signed_by_this_user(path.parent, recipe.sha256):
+                return []
+    return check_trust(recipe, label=str(path), trusted=trusted)
 
 
 def resume_needs_trust(recipe: Recipe, run_dir: Path, recipe_sha256: str) -> bool:
