@@ -10,6 +10,7 @@ import click
 from aorta.cli.command_options import command_options
 from aorta.instrumentation.redaction import redact_value
 from aorta.runner.command.flags import command_mapping
+from aorta.text_safety import terminal_text
 from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
@@ -79,7 +80,9 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
             f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
         if recipe.command is not None:
-            click.echo(f"    trial 0 runs: {_trial_zero_command(recipe, cell, run_dir)}")
+            click.echo(
+                f"    trial 0 runs: {terminal_text(_trial_zero_command(recipe, cell, run_dir))}"
+            )
 
 
 def _command_settings(spec: CommandSpec) -> str:
@@ -332,7 +335,7 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 
     report = reanalyze(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
-        click.echo(f"aorta triage: warning: {warning}", err=True)
+        click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
     click.echo(f"matrix: {run_dir / 'matrix.md'}")
     return 0
 
@@ -414,7 +417,9 @@ def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
 def _say_trusted(actions: list[str]) -> None:
     """Say what a trusted read-back recipe runs that the registry does not vouch for."""
     for action in actions:
-        click.echo(f"aorta triage: trusted (--trust-environments): {action}", err=True)
+        click.echo(
+            f"aorta triage: trusted (--trust-environments): {terminal_text(action)}", err=True
+        )
 
 
 def _resume(
@@ -514,7 +519,7 @@ def _execute(
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)
     if loud:
         for warning in report.matrix.warnings:
-            click.echo(f"aorta triage: warning: {warning}", err=True)
+            click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
         if errored_trials:
             click.echo(
                 f"aorta triage: {errored_trials} trial(s) errored (could not measure); "

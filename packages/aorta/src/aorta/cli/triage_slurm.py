@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.text_safety import terminal_text
+
 if TYPE_CHECKING:
     from aorta.cli.progress import LiveReporter, TriageLineReporter
     from aorta.triage.output import MatrixReport
@@ -51,7 +53,7 @@ class QueueLines:
 
     def notice(self, message: str) -> None:
         """A line from oellm-autoexp."""
-        click.echo(f"aorta triage: slurm: {message}", err=True)
+        click.echo(f"aorta triage: slurm: {terminal_text(message)}", err=True)
 
 
 def execute_on_slurm(

@@ -41,6 +41,7 @@ from typing import Any
 
 from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.instrumentation.redaction import redact_environ
+from aorta.text_safety import markdown_text
 from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.hardware import hardware_summary
 from aorta.triage.matrix import Matrix, MatrixRow, executions
@@ -250,9 +251,9 @@ def _finite_or_none(value: float | None) -> float | None:
 
 
 def _one_line(text: str) -> str:
-    # Error reasons may carry newlines (tracebacks, docker output); one line keeps the
-    # blockquote and the table intact.
-    return " ".join(text.split())
+    # Error reasons may carry newlines (tracebacks, docker output), escapes and Markdown from
+    # a job's log; one inert line keeps the blockquote and the table intact (`text_safety`).
+    return markdown_text(text)
 
 
 def _pct_number(rate: float) -> str:
@@ -471,7 +472,7 @@ def _header(report: MatrixReport) -> list[str]:
         origin = "flags"
     else:
         digest = f" (sha256:{recipe.sha256[:12]})" if recipe.sha256 else ""
-        origin = f"{recipe.source}{digest}"
+        origin = f"{markdown_text(str(recipe.source))}{digest}"
     base_ms = matrix.baseline_row.stats.mean_step_time_ms
     base_text = _MISSING if _ms_text(base_ms) == _MISSING else f"{_ms_text(base_ms)} ms"
     trials = {c.name: c.trials for c in recipe.cells if c.trials != recipe.trials}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
+from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
 
 if TYPE_CHECKING:
     from oellm_autoexp.api import JobStatus
@@ -32,12 +32,22 @@ _state_dir_option = click.option(
 )
 
 
+# Longer than an error line: an event line may quote a whole log line.
+_MAX_LINE = 4000
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Log records as single escaped lines: they quote jobs' logs (`errors.one_line`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(super().format(record), limit=_MAX_LINE)
+
+
 def _setup_logging(verbose: bool) -> None:
     # The event log (transitions, signals, decisions, restarts) is INFO on oellm_autoexp.monitor.
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLineFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     logging.getLogger("oellm_autoexp.monitor").setLevel(
         logging.INFO if verbose else logging.WARNING
     )
@@ -100,15 +110,15 @@ class ClickReporter:
 
     def info(self, message: str) -> None:
         """One line on stdout."""
-        click.echo(message)
+        click.echo(one_line(message, limit=_MAX_LINE))
 
     def warning(self, message: str) -> None:
         """One line on stderr."""
-        click.echo(message, err=True)
+        click.echo(one_line(message, limit=_MAX_LINE), err=True)
 
     def action(self, action: Any) -> None:
-        """An `action ...` line per monitor event."""
-        click.echo(action.describe())
+        """An `action ...` line per monitor event (its log line escaped: `one_line`)."""
+        click.echo(one_line(action.describe(), limit=_MAX_LINE))
 
 
 def run_submit(
