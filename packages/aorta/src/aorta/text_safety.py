@@ -8,9 +8,10 @@ hyperlinks) or inject raw HTML and links into `matrix.md`. Each sink gets its ow
 - `terminal_text`: one line; every control character (C0, DEL, C1, ESC), and the Unicode
   bidirectional overrides that reorder what is shown, becomes a visible `\\xNN` / `\\uNNNN`
   escape, newlines and tabs become spaces;
-- `markdown_text`: `terminal_text`, then `\\`, `` ` ``, `[`, `]`, `|` are backslash-escaped
-  and `<`, `>` written as entities, so no raw HTML, link, image, code span or table cell can
-  start inside it (emphasis can, and is harmless; escaping `_` would garble every name).
+- `markdown_text`: `terminal_text`, then `<`, `>`, `[`, `]` and `|` written as HTML entities,
+  so no raw HTML, autolink, link, image or table cell can start inside it. Entities rather
+  than backslashes, so a backslash in the text cannot cancel the escape; code spans and
+  emphasis stay possible (harmless, and aorta's own warnings use code spans).
 
 Both run in linear time (one `str.translate` and one regex pass).
 """
@@ -28,17 +29,7 @@ _BIDI = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
 _CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
 _VISIBLE = str.maketrans({**_CONTROLS, **{c: f"\\u{c:04x}" for c in _BIDI}})
 
-_MARKDOWN = str.maketrans(
-    {
-        "\\": "\\\\",
-        "`": "\\`",
-        "[": "\\[",
-        "]": "\\]",
-        "|": "\\|",
-        "<": "&lt;",
-        ">": "&gt;",
-    }
-)
+_MARKDOWN = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;", "|": "&#124;"})
 
 
 def terminal_text(text: str) -> str:
