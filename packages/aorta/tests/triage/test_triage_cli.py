@@ -123,21 +123,21 @@ def test_recipe_and_mode_are_mutually_exclusive(capsys: pytest.CaptureFixture[st
     assert "--mitigation-axis, --environment-axis, --trials" in capsys.readouterr().err
 
 
-def test_flag_mode_builds_one_recipe_and_calls_run_recipe_once(
+def test_flag_mode_builds_one_recipe_and_calls_the_lifecycle_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aorta.triage.runner as triage_runner
+    from aorta.triage import lifecycle
 
     calls: list[tuple[Recipe, Path]] = []
 
     class StopRunError(Exception):
         pass
 
-    def fake_run_recipe(recipe: Recipe, output_root: Path, **kwargs: object) -> None:
-        calls.append((recipe, output_root))
+    def fake_run(recipe: Recipe, target: Path, **kwargs: object) -> None:
+        calls.append((recipe, target))
         raise StopRunError
 
-    monkeypatch.setattr(triage_runner, "run_recipe", fake_run_recipe)
+    monkeypatch.setattr(lifecycle, "run", fake_run)
     with pytest.raises(StopRunError):
         main(
             ["triage", "run", "--mode", "matrix", "--workload", "fsdp",

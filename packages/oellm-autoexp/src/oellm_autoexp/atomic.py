@@ -9,8 +9,9 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from oellm_autoexp.errors import OutputWriteError
 
@@ -25,7 +26,8 @@ def write_text_atomic(
     `OutputWriteError`, one line naming `path`; an earlier file of that name stays as it was.
     """
     try:
-        return _write_text_atomic(path, text, mode=mode, fsync=fsync)
+        with open_text_atomic(path, mode=mode, fsync=fsync) as handle:
+            handle.write(text)
     except OutputWriteError:
         raise
     except OSError as exc:
@@ -33,15 +35,24 @@ def write_text_atomic(
         error = OutputWriteError(f"{path}: cannot write: {reason}")
         error.errno = exc.errno
         raise error from None
+    return path
 
 
-def _write_text_atomic(path: Path, text: str, *, mode: int | None, fsync: bool) -> Path:
+@contextlib.contextmanager
+def open_text_atomic(
+    path: Path, *, mode: int | None = None, fsync: bool = True
+) -> Iterator[TextIO]:
+    """A text handle whose content replaces `path` atomically when the block ends.
+
+    For files written piece by piece (a plan.json of a million jobs is never one string); an
+    exception inside the block leaves `path` as it was and removes the temp file.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            yield handle
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
@@ -51,7 +62,6 @@ def _write_text_atomic(path: Path, text: str, *, mode: int | None, fsync: bool) 
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    return path
 
 
 def write_json_atomic(path: Path, data: Any) -> Path:

@@ -222,10 +222,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
     return write_json_atomic(path, dict(record))
 
 
-def provenance_path(plan: Mapping[str, Any]) -> Path | None:
-    """The provenance file of a plan (its ``to_dict`` form), if it was written."""
-    plan_dir = plan.get("plan_dir")
-    if not plan_dir:
-        return None
-    path = Path(str(plan_dir)) / PROVENANCE_FILE
+def provenance_path(plan_dir: Path) -> Path | None:
+    """The provenance file of the plan in `plan_dir`, if it was written."""
+    path = plan_dir / PROVENANCE_FILE
     return path if path.is_file() else None

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from aorta.runner.models import RunRequest, TrialResult
-    from aorta.triage.matrix import CellStats
-    from aorta.triage.reporting import CellPlan
+    from aorta.triage.analysis.cells import CellStats
+    from aorta.triage.report.reporting import CellPlan
 
 ProgressMode = Literal["auto", "live", "plain"]
 

@@ -11,12 +11,13 @@ from aorta.cli.command_options import command_options
 from aorta.instrumentation.redaction import redact_value
 from aorta.runner.command.flags import command_mapping
 from aorta.text_safety import terminal_text
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
     from aorta.runner.command.spec import CommandSpec
     from aorta.triage.recipe import Cell, Recipe
+    from aorta.triage.report.writer import PlotDrawer
 
 
 def _split(value: str | None) -> list[str]:
@@ -101,7 +102,7 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
 
     from aorta.instrumentation.redaction import redact_argv
     from aorta.runner.command.runner import trial_argv
-    from aorta.triage.runner import cell_request
+    from aorta.triage.run.local import cell_request
 
     request = cell_request(recipe, run_dir, cell, range(cell.trials), fresh_process=False)
     return shlex.join(redact_argv(trial_argv(request, 0)))
@@ -303,7 +304,7 @@ def run_command(
 
         # What the real run would refuse before its first trial, the dry run refuses too.
         check_workload_parameters(recipe, os.environ)
-    from aorta.triage.output import runs_parent
+    from aorta.triage.report.output import runs_parent
 
     # The run directory's own name is its start time, fixed only when it starts.
     _describe(recipe, runs_parent(output_dir, recipe) / "<timestamp>")
@@ -331,12 +332,13 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
-    from aorta.triage.reanalysis import reanalyze
+    from aorta.triage.layout import RunDir
+    from aorta.triage.lifecycle import reanalyse
 
-    report = reanalyze(run_dir, threshold=confound_threshold, alpha=alpha)
+    report = reanalyse(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
         click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
-    click.echo(f"matrix: {run_dir / 'matrix.md'}")
+    click.echo(f"matrix: {RunDir(run_dir).matrix_md}")
     return 0
 
 
@@ -431,15 +433,16 @@ def _resume(
     detach: bool,
     shared: bool = False,
 ) -> int:
+    from aorta.triage.layout import RunDir
     from aorta.triage.recipe.trust import check_run_trust
-    from aorta.triage.rundir import RESOLVED_NAME, read_run_recipe
+    from aorta.triage.run.rundir import read_run_recipe
 
     # Not a triage run, or a hostile one: one line, exit 2.
     recipe, digest = read_run_recipe(run_dir)
     _describe(recipe, run_dir)
     if dry_run:
         return 0
-    label = str(run_dir / RESOLVED_NAME)
+    label = str(RunDir(run_dir).resolved_recipe)
     if shared:
         click.echo(
             f"aorta triage: --allow-shared-writable: not checking who owns or can write {run_dir}",
@@ -466,56 +469,56 @@ def _execute(
     detach: bool = False,
     shared: bool = False,
 ) -> int:
-    """Run (`target` = output root) or resume (`target` = the run directory) and report."""
+    """Start (`target` = output root) or resume (`target` = the run directory) the run on the
+    recipe's executor, and report."""
     import os
     import sys
 
     from aorta.cli.progress import choose_reporter
     from aorta.runner.trials import distributed_rank
-    from aorta.triage.runner import TriageInterrupted, resume_run, run_recipe
+    from aorta.triage import lifecycle
+    from aorta.triage.layout import RunDir
 
     # Under torchrun every rank runs the cells; only rank 0 writes and talks.
     loud = distributed_rank()[0] == 0
     reporter = choose_reporter(
         progress, echo=loud, stdout_is_tty=sys.stdout.isatty(), environ=os.environ
     )
+    queue = None
+    if recipe.executor is not None:
+        from aorta.cli.triage_slurm import QueueLines
+
+        queue = QueueLines()
     try:
-        if recipe.executor is not None:
-            from aorta.cli.triage_slurm import execute_on_slurm, say_detached
-
-            run_dir, slurm_report = execute_on_slurm(
-                recipe, target, reporter, resume=resume, detach=detach
+        with reporter:
+            outcome = lifecycle.run(
+                recipe,
+                target,
+                resuming=resume,
+                reporter=reporter,
+                trust_environments=trust,
+                progress=queue,
+                detach=detach,
+                # matplotlib in a child process: the matrix is not kept waiting for it.
+                plot_drawer=None if resume else _plot_drawer(recipe),
+                allow_shared_writable=shared,
             )
-            if slurm_report is None:
-                say_detached(run_dir)
-                return 0
-            report = slurm_report
-        else:
-            with reporter:
-                if resume:
-                    report = resume_run(
-                        target,
-                        reporter=reporter,
-                        trust_environments=trust,
-                        allow_shared_writable=shared,
-                    )
-                else:
-                    from aorta.cli import plot_job
-
-                    # matplotlib in a child process: the matrix is not kept waiting for it.
-                    report = run_recipe(
-                        recipe, target, reporter=reporter, plot_drawer=plot_job.start
-                    )
-    except TriageInterrupted as exc:
+    except lifecycle.TriageInterrupted as exc:
         if loud:
-            matrix_md = exc.report.run_dir / "matrix.md"
+            matrix_md = RunDir(exc.report.run_dir).matrix_md
             click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
-            from aorta.triage.rundir import resume_command
+            from aorta.triage.run.rundir import resume_command
 
             click.echo(
                 f"aorta triage: to finish it: {resume_command(exc.report.run_dir)}", err=True
             )
         raise
+    if outcome.report is None:
+        from aorta.cli.triage_slurm import say_detached
+
+        say_detached(outcome.run_dir)
+        return 0
+    report = outcome.report
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)
     if loud:
         for warning in report.matrix.warnings:
@@ -526,6 +529,15 @@ def _execute(
                 "they are left out of every rate: see the warnings above and matrix.md",
                 err=True,
             )
-        click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
+        click.echo(f"matrix: {RunDir(report.run_dir).matrix_md}")
     failed_cells = any(row.stats.error for row in report.matrix.rows)
     return 1 if failed_cells or errored_trials else 0
+
+
+def _plot_drawer(recipe: Recipe) -> PlotDrawer | None:
+    """A local run's plot is drawn in a child process (`aorta.cli.plot_job`); SLURM's here."""
+    if recipe.executor is not None:
+        return None
+    from aorta.cli import plot_job
+
+    return plot_job.start

@@ -357,7 +357,7 @@ def status_command(
     )
     _print_status(rows)
     for session in sessions:  # where each session's plan came from
-        record = provenance_path(session.plan)
+        record = provenance_path(session.plan.plan_dir) if session.plan else None
         if record is not None:
             click.echo(f"session {session.session_id}: provenance {record}")
     _print_exclusions(sessions)

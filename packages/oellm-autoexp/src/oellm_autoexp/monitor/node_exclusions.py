@@ -25,8 +25,8 @@ from filelock import FileLock
 
 from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import JobRecord
+from oellm_autoexp.persistence.states import MonitorState
 
 EXCLUSIONS_FILE = "excluded_nodes.json"
 _FORMAT = "oellm-autoexp/excluded-nodes/1"

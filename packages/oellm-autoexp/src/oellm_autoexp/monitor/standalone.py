@@ -55,7 +55,7 @@ from oellm_autoexp.persistence.session import JobRecord, Session
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionNotFoundError, SessionStore
 
 if TYPE_CHECKING:
-    from oellm_autoexp.api import Reporter
+    from oellm_autoexp.reporting import Reporter
     from oellm_autoexp.slurm.client import SlurmClient
 
 log = logging.getLogger("oellm_autoexp.monitor")

@@ -26,9 +26,8 @@ from aorta.runner.host import collect_host
 from aorta.runner.in_process import utc_timestamp
 from aorta.runner.models import Execution, RunRequest, TrialResult
 from aorta.runner.ownership import owning_trial
-from aorta.runner.reporting import TrialReporter
+from aorta.runner.reporting import TrialReporter, step_hook
 from aorta.runner.resolve import request_mitigations
-from aorta.runner.trials import step_hook
 
 
 def trial_directory(request: RunRequest, trial_id: int) -> Path:
@@ -75,7 +74,7 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
         "log": out.log_path.name if out.log_path is not None else None,
         "artifacts": out.artifacts,
         "output_bytes": out.output_bytes,
-        # Trials with identical output are copies of one run (`aorta.triage.independence`).
+        # Trials with identical output are copies of one run (`aorta.triage.analysis.independence`).
         "log_digest": out.log_digest,
     }
 

@@ -26,7 +26,7 @@ Decisions where the spec is silent (documented in the docstrings below as well):
 - Nothing from a recipe reaches a shell: the runner passes names and image refs as argv items.
 """
 
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.errors import RecipeCellError, RecipeSchemaError, UntrustedRecipeError
 from aorta.triage.recipe.flags import recipe_from_flags
 from aorta.triage.recipe.loading import load_recipe
@@ -38,7 +38,6 @@ from aorta.triage.recipe.model import (
     Cell,
     ConfoundSettings,
     Recipe,
-    build_recipe_matrix,
 )
 from aorta.triage.recipe.serialisation import (
     dump_resolved_yaml,
@@ -59,7 +58,6 @@ __all__ = [
     "RecipeCellError",
     "RecipeSchemaError",
     "UntrustedRecipeError",
-    "build_recipe_matrix",
     "check_trust",
     "dump_resolved_yaml",
     "load_recipe",

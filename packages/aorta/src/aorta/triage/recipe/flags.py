@@ -7,7 +7,17 @@ from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.runner.command.flags import spec_from_flags
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.recipe.checks import (
+    Where,
+    order_mode,
+    positive_int,
+    safe_name,
+    string,
+    ticket_name,
+    valid_alpha,
+    valid_threshold,
+)
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     IMAGE_PREFIX,
@@ -19,22 +29,14 @@ from aorta.triage.recipe.model import (
 from aorta.triage.recipe.validation import (
     COMMAND_WORKLOAD,
     Registry,
-    Where,
     any_workload,
     build_cell,
     check_baseline,
     check_command_environment,
     check_unique,
     inline_environment,
-    order_mode,
-    positive_int,
     resolve_environment,
     resolve_mitigation,
-    safe_name,
-    string,
-    ticket_name,
-    valid_alpha,
-    valid_threshold,
 )
 
 __all__ = ["recipe_from_flags"]

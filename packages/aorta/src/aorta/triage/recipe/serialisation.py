@@ -14,31 +14,33 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from aorta.registry.models import Environment, Mitigation, check_entry_name
-from aorta.triage.confound import DEFAULT_ALPHA
+from aorta.triage.analysis.confound import DEFAULT_ALPHA
 from aorta.triage.names import image_ref_problem
-from aorta.triage.recipe.executor import executor_dict, executor_from_data
-from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
-from aorta.triage.recipe.validation import (
-    CONFOUND_KEYS,
+from aorta.triage.recipe.checks import (
     Where,
     boolean,
-    check_baseline,
     check_keys,
-    check_unique,
-    command_args,
-    command_workload,
-    extra_env_mapping,
     join_path,
     order_mode,
     order_seed,
     positive_int,
     require,
     safe_name,
-    schema_version,
     string,
     ticket_name,
     valid_alpha,
     valid_threshold,
+)
+from aorta.triage.recipe.executor import executor_dict, executor_from_data
+from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
+from aorta.triage.recipe.validation import (
+    CONFOUND_KEYS,
+    check_baseline,
+    check_unique,
+    command_args,
+    command_workload,
+    extra_env_mapping,
+    schema_version,
 )
 
 if TYPE_CHECKING:

@@ -111,7 +111,7 @@ def signed_by_this_user(run_dir: Path, recipe_sha256: str | None) -> bool:
     key = _read_key(_key_path())
     if key is None:
         return False
-    from aorta.triage.recipe.loading import read_regular_file
+    from aorta.triage.recipe.text import read_regular_file
 
     try:
         raw = read_regular_file(

@@ -122,7 +122,7 @@ def untrusted_actions(
 
 
 # What a resume reads back that decides what runs (`strict_modes`).
-STEERING_FILES = ("recipe.resolved.yaml", "recipe.resolved.sig")
+STEERING_FILES = ("recipe.resolved.yaml", "recipe.resolved.sig", "run.json")
 STEERING_TREES = ("slurm",)
 
 

@@ -25,8 +25,8 @@ from typing import Any
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.timestamps import iso_stamp
+from aorta.triage.layout import RunDir
 
-SLURM_DIR = "slurm"
 STATE_NAME = "state.json"
 ATTEMPTS_NAME = "attempts.jsonl"
 _MAX_TASKS = 1_000_000
@@ -70,7 +70,7 @@ class SlurmState:
 
 def slurm_dir(run_dir: Path) -> Path:
     """`<run dir>/slurm`."""
-    return run_dir / SLURM_DIR
+    return RunDir(run_dir).slurm
 
 
 def sessions_dir(run_dir: Path) -> Path:

@@ -108,7 +108,7 @@ def round_robin_tasks(recipe: Recipe, wanted: Iterable[tuple[str, int]]) -> list
 
 def write_lost_trial(recipe: Recipe, run_dir: Path, cell: Cell, trial: int, reason: str) -> None:
     """Write `trial_<id>.json` as an `error` trial: it measured nothing (never overwrites)."""
-    from aorta.triage.runner import cell_request
+    from aorta.triage.run.local import cell_request
 
     request = cell_request(recipe, run_dir, cell, [trial], fresh_process=True)
     result = TrialResult(

@@ -1,13 +1,13 @@
-"""The SLURM executor's driver: submit the matrix through oellm-autoexp, watch it, write it.
+"""`SlurmExecutor`: submit the matrix's trials through oellm-autoexp and watch them.
 
-`run_on_slurm` creates the run directory as a local run does (recipe.resolved.yaml,
-host_env.json, env.json per environment, probed on the submitting host), records a
-submission in `slurm/` and submits one job array through `oellm_autoexp.api` (plan ->
-submit). Unless detached, it then polls (`api.monitor_once`: one squeue per poll, restarts by
-policy) and reads the trial files as they appear, reporting progress, until every trial is
-final; then it writes the matrix exactly as a local run would.
+The lifecycle (`aorta.triage.lifecycle`) creates the run directory, probes the host and writes
+the matrix as for a local run; this executor probes each environment on the submitting host,
+records a submission in `slurm/` and submits one job array through `oellm_autoexp.api`
+(plan -> submit). Unless detached, it then polls (`api.monitor_once`: one squeue per poll,
+restarts by policy) and reads the trial files as they appear, reporting progress, until every
+trial is final.
 
-`resume_on_slurm` re-attaches to the recorded sessions (oellm-autoexp reconciles them with
+On a resume it re-attaches to the recorded sessions (oellm-autoexp reconciles them with
 SLURM first) and submits a new array only for trials that no session holds any more. A trial
 whose resubmission cap is spent becomes an `error` trial (`write_lost_trial`); a trial whose
 JSON is on disk is final whatever SLURM says of its task.
@@ -20,30 +20,23 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from aorta.atomic import write_json_atomic, write_text_atomic
+from aorta.atomic import write_text_atomic
 from aorta.errors import AortaUsageError
 from aorta.runner.models import TrialResult
-from aorta.timestamps import iso_stamp
-from aorta.triage.output import MatrixReport, new_run_dir, write_report
-from aorta.triage.recipe import Recipe, build_recipe_matrix
+from aorta.triage.layout import RunDir
+from aorta.triage.recipe import Recipe
 from aorta.triage.recipe.executor import SlurmSettings
-from aorta.triage.reporting import CellPlan, MatrixReporter
-from aorta.triage.rundir import (
-    archive_matrix,
-    cell_stats,
-    partial_scopes,
-    previous_matrix,
-    run_dir_lock,
-    trials_on_disk,
-    write_run_recipe,
-)
-from aorta.triage.runner import TriageInterrupted, cell_request, stop_rule_met
+from aorta.triage.report.reporting import CellPlan, MatrixReporter
+from aorta.triage.run.assemble import cell_stats, stop_rule_met
+from aorta.triage.run.executor import Execution, RunContext
+from aorta.triage.run.local import cell_request
+from aorta.triage.run.manifest import ExecutorName
+from aorta.triage.run.rundir import trials_on_disk
 from aorta.triage.slurm.config import autoexp_config
 from aorta.triage.slurm.state import (
     SlurmState,
@@ -66,7 +59,6 @@ from aorta.triage.slurm.trials import (
 )
 
 if TYPE_CHECKING:
-    from aorta.instrumentation.models import EnvSnapshot
     from oellm_autoexp.persistence import SessionStore
     from oellm_autoexp.slurm.client import SlurmClient
 
@@ -117,9 +109,6 @@ class _AutoexpReporter:
 
     def action(self, action: Any) -> None:
         return None
-
-
-Probe = Callable[..., "EnvSnapshot"]
 
 
 @dataclass
@@ -390,173 +379,90 @@ def default_client() -> SlurmClient:
     return RealSlurmClient()
 
 
-def _probe_all(recipe: Recipe, run_dir: Path, probe: Probe, partial: list[str]) -> None:
-    """host_env.json and each environment's env.json, taken on the submitting host."""
-    if not (run_dir / "host_env.json").exists():
-        host = probe(scope="host")
-        write_json_atomic(run_dir / "host_env.json", host.to_dict())
-        if host.partial:
-            partial.append("host")
-    for cell in recipe.cells:
-        path = run_dir / "environments" / cell.environment.name / "env.json"
-        if path.exists():
-            continue
-        snapshot = probe(scope="environment", environ=dict(os.environ))
-        write_json_atomic(path, snapshot.to_dict())
-        if snapshot.partial:
-            partial.append(f"environment {cell.environment.name}")
-
-
-def _write_matrix(
-    driver: _Driver, stamp: str, resumed_at: tuple[str, ...], *, interrupted: bool
-) -> MatrixReport:
+def _execution(driver: _Driver, stopped: BaseException | None) -> Execution:
+    """Every cell's stats from the trial files, and the cells not finished yet."""
     recipe, run_dir = driver.recipe, driver.run_dir
-    stats = [cell_stats(c, trials_on_disk(run_dir, c, driver.parsed)) for c in recipe.cells]
+    stats = tuple(cell_stats(c, trials_on_disk(run_dir, c, driver.parsed)) for c in recipe.cells)
     done = {s.name for s in stats if s.trials_run >= recipe.cell(s.name).trials}
     unfinished = tuple(
         c.name for c in recipe.cells if c.name not in done and c.name not in driver.finished_cells
     )
-    report = MatrixReport(
-        recipe=recipe,
-        matrix=build_recipe_matrix(recipe, stats),
-        run_dir=run_dir,
-        run_timestamp=stamp,
-        partial_scopes=partial_scopes(run_dir),
-        interrupted=interrupted,
-        resumed_at=resumed_at,
-        in_progress=unfinished,
-    )
-    write_report(report)
-    return report
-
-
-def _execute(
-    driver: _Driver, stamp: str, resumed_at: tuple[str, ...], *, detach: bool
-) -> MatrixReport | None:
-    """Drive, then write the matrix; Ctrl-C writes the partial one (the tasks keep running)."""
-    plans = []
-    for cell in driver.recipe.cells:  # a resume: trials on disk are done, and said so already
-        done = {r.trial_id for r in trials_on_disk(driver.run_dir, cell, driver.parsed)}
-        driver.reported[cell.name] = done
-        missing = tuple(i for i in range(cell.trials) if i not in done)
-        plans.append(CellPlan(cell.name, cell.trials, cell.steps, missing))
-    driver.reporter.matrix_started(plans)
-    try:
-        complete = driver.drive(detach=detach)
-    except KeyboardInterrupt:
-        raise TriageInterrupted(
-            _write_matrix(driver, stamp, resumed_at, interrupted=True)
-        ) from None
-    if detach:
-        return None
-    driver.state.finished = complete
-    save_state(driver.run_dir, driver.state)
-    return _write_matrix(driver, stamp, resumed_at, interrupted=False)
+    return Execution(stats=stats, stopped=stopped, in_progress=unfinished)
 
 
 @dataclass(frozen=True)
-class SlurmHooks:
-    """How the driver reaches SLURM and the world; the defaults are the real ones.
+class SlurmExecutor:
+    """Every trial one task of a SLURM job array, submitted and watched through oellm-autoexp.
 
-    Tests pass oellm-autoexp's fake client with its fake clock (`sleep` advances it), or the
-    real client of a throwaway cluster with that cluster's `environ`.
+    `progress` hears the queue and oellm-autoexp's news; `detach` returns once the array is
+    submitted (a later `--resume` or `aorta triage matrix` writes the matrix). `client`,
+    `sleep`, `clock` and `environ` reach SLURM and the world; the defaults are the real ones
+    (tests pass oellm-autoexp's fake client with its fake clock, or the real client of a
+    throwaway cluster with that cluster's `environ`).
     """
 
+    settings: SlurmSettings
+    progress: SlurmProgress | None = None
+    detach: bool = False
     client: SlurmClient | None = None
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] | None = None
     environ: Mapping[str, str] | None = None
-    probe: Probe | None = None
 
-    def driver(
-        self,
-        recipe: Recipe,
-        run_dir: Path,
-        reporter: MatrixReporter,
-        progress: SlurmProgress | None,
-        state: SlurmState,
-    ) -> _Driver:
-        """A driver for `run_dir` with these hooks."""
-        assert recipe.executor is not None, "the SLURM driver needs a recipe with executor: slurm"
-        return _Driver(
+    @property
+    def name(self) -> ExecutorName:
+        """`slurm`."""
+        return "slurm"
+
+    @property
+    def in_process(self) -> bool:
+        """No: the trials run in SLURM's tasks."""
+        return False
+
+    def check(self) -> None:
+        """One line (exit 2) when SLURM's commands are not on PATH."""
+        require_slurm(self.environ if self.environ is not None else os.environ)
+
+    def settle(self, run: RunDir, recipe: Recipe) -> None:
+        """Nothing here: `execute` lets oellm-autoexp reconcile the sessions with SLURM."""
+
+    def execute(self, context: RunContext) -> Execution:
+        """Probe every environment here (the submitting host), submit what no session holds,
+        then (unless detached) watch until every trial is final. Ctrl-C stops watching (the
+        tasks keep running) and returns what is on disk."""
+        recipe, run_dir = context.recipe, context.run.path
+        for cell in recipe.cells:
+            context.probe_environment(cell.environment.name)
+        cells = {cell.name: cell.trials for cell in recipe.cells}
+        state = load_state(run_dir, cells) if is_slurm_run(run_dir) else SlurmState()
+        driver = _Driver(
             recipe,
-            recipe.executor,
+            self.settings,
             run_dir,
             self.client or default_client(),
-            reporter,
-            progress or NullProgress(),
+            context.reporter,
+            self.progress or NullProgress(),
             self.sleep,
             state=state,
             clock=self.clock,
         )
-
-    def probe_all(self, recipe: Recipe, run_dir: Path) -> None:
-        """host_env.json and the environments' env.json (the ones not there yet)."""
-        probe = self.probe
-        if probe is None:
-            from aorta.instrumentation.environment import collect_env
-
-            probe = collect_env
-        _probe_all(recipe, run_dir, probe, [])
-
-    def require_slurm(self) -> None:
-        """One line (exit 2) when SLURM's commands are not on PATH."""
-        require_slurm(self.environ if self.environ is not None else os.environ)
-
-
-def run_on_slurm(
-    recipe: Recipe,
-    output_root: Path,
-    *,
-    reporter: MatrixReporter,
-    progress: SlurmProgress | None = None,
-    detach: bool = False,
-    hooks: SlurmHooks | None = None,
-    now: datetime | None = None,
-) -> tuple[Path, MatrixReport | None]:
-    """Run `recipe` (whose `executor` is SLURM) as array tasks; (run dir, report or None).
-
-    The report is None when `detach`ed (the matrix is written by a later `--resume` or
-    `aorta triage matrix`). Raises `AortaUsageError` (one line) when SLURM is not installed
-    (before anything is created) or refuses the array (the run directory records it).
-    """
-    hooks = hooks or SlurmHooks()
-    hooks.require_slurm()
-    moment = now or datetime.now(UTC)
-    run_dir, stamp = new_run_dir(output_root, recipe, moment)
-    write_run_recipe(run_dir, recipe)
-    with run_dir_lock(run_dir):
-        hooks.probe_all(recipe, run_dir)
-        driver = hooks.driver(recipe, run_dir, reporter, progress, SlurmState())
         save_state(run_dir, driver.state)
-        return run_dir, _execute(driver, stamp, (), detach=detach)
-
-
-def resume_on_slurm(
-    recipe: Recipe,
-    run_dir: Path,
-    *,
-    reporter: MatrixReporter,
-    progress: SlurmProgress | None = None,
-    detach: bool = False,
-    hooks: SlurmHooks | None = None,
-    now: datetime | None = None,
-) -> MatrixReport | None:
-    """Re-attach to `run_dir`'s sessions, resubmit only what SLURM lost, finish the matrix."""
-    hooks = hooks or SlurmHooks()
-    hooks.require_slurm()
-    moment = now or datetime.now(UTC)
-    with run_dir_lock(run_dir):
-        cells = {cell.name: cell.trials for cell in recipe.cells}
-        state = load_state(run_dir, cells) if is_slurm_run(run_dir) else SlurmState()
-        previous = previous_matrix(run_dir)
-        hooks.probe_all(recipe, run_dir)
-        archive_matrix(run_dir, moment)
-        driver = hooks.driver(recipe, run_dir, reporter, progress, state)
+        plans = []
+        for cell in recipe.cells:  # a resume: trials on disk are done, and said so already
+            done = {r.trial_id for r in context.earlier.get(cell.name, ())}
+            driver.reported[cell.name] = done
+            missing = tuple(i for i in range(cell.trials) if i not in done)
+            plans.append(CellPlan(cell.name, cell.trials, cell.steps, missing))
+        context.reporter.matrix_started(plans)
+        try:
+            complete = driver.drive(detach=self.detach)
+        except KeyboardInterrupt as exc:
+            return _execution(driver, exc)
+        if self.detach:
+            return Execution(finished=False)
+        driver.state.finished = complete
         save_state(run_dir, driver.state)
-        stamp = previous.get("run_timestamp") or iso_stamp(moment)
-        resumed = (*previous.get("resumed_at", ()), iso_stamp(moment))
-        return _execute(driver, stamp, resumed, detach=detach)
+        return _execution(driver, None)
 
 
 def slurm_status(recipe: Recipe, run_dir: Path) -> list[CellQueue]:

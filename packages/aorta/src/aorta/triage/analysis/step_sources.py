@@ -16,7 +16,7 @@ during each trial) is summed up as a range, and a warning is raised when it move
 half the host's CPUs over the run (at least 1.0): a swing that large can make a cell look
 faster or slower than its work.
 
-Pure functions over trial summaries (`aorta.triage.matrix.TrialSummary` has what is needed).
+Pure functions over trial summaries (`cells.TrialSummary` has what is needed).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ SOURCES_NOTE: Final = (
 
 
 class SourcedTrial(Protocol):
-    """What this module needs of a trial (`aorta.triage.matrix.TrialSummary` has it)."""
+    """What this module needs of a trial (`aorta.triage.analysis.cells.TrialSummary` has it)."""
 
     @property
     def trial_id(self) -> int:
@@ -82,7 +82,7 @@ class SourcedTrial(Protocol):
 
 
 class SourcedCell(Protocol):
-    """What this module needs of a cell (`aorta.triage.matrix.CellStats` has it)."""
+    """What this module needs of a cell (`aorta.triage.analysis.cells.CellStats` has it)."""
 
     @property
     def name(self) -> str:

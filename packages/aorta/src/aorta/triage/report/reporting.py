@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from aorta.runner.reporting import NullReporter, TrialReporter
-from aorta.triage.matrix import CellStats
+from aorta.triage.analysis.cells import CellStats
 
 
 @dataclass(frozen=True)

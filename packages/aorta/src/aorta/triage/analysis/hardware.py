@@ -33,7 +33,7 @@ Hardware = tuple[str | None, tuple[str, ...] | None]
 
 
 class TimedTrial(Protocol):
-    """What the breakdown needs of a trial (`aorta.triage.matrix.TrialSummary` has it)."""
+    """What the breakdown needs of a trial (`aorta.triage.analysis.cells.TrialSummary` has it)."""
 
     @property
     def host(self) -> TrialHost | None:

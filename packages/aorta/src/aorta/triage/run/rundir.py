@@ -1,9 +1,9 @@
 """A triage run directory on disk: its recipe as executed, its trials, its matrix files.
 
-Shared by the two commands that work on an existing run directory: `aorta triage matrix`
-(rebuild the matrix) and `aorta triage run --resume` (run what is missing, then rebuild).
-Both read the recipe back from `recipe.resolved.yaml` (so today's registry plays no part),
-and both move the matrix they replace to `previous/<timestamp>/` instead of destroying it.
+The lifecycle's operations on a run directory (`aorta.triage.layout.RunDir` says where each
+file lies): the recipe read back from `recipe.resolved.yaml` (so today's registry plays no
+part in a resume or a re-analysis), the trials on disk, the probes' partial scopes, the lock,
+and the archive that keeps a replaced matrix under `previous/<timestamp>/`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import contextlib
 import fcntl
 import os
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,11 @@ from aorta.atomic import create_run_dir, write_text_atomic
 from aorta.errors import AortaUsageError, OutputWriteError
 from aorta.runner.models import TrialResult
 from aorta.timestamps import dir_stamp
-from aorta.triage.inflight import busy_message
-from aorta.triage.matrix import CellStats, aggregate_cell
-from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
+from aorta.triage.layout import MATRIX_NAMES, RESOLVED_NAME, RunDir
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_resolved
-from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
-
-RESOLVED_NAME = "recipe.resolved.yaml"
-LOCK_NAME = ".triage.lock"
+from aorta.triage.recipe.text import parse_recipe_text, read_regular_file
+from aorta.triage.run.inflight import busy_message
 
 
 def load_file(path: Path) -> Any:
@@ -72,7 +68,7 @@ def read_run_recipe(
 ) -> tuple[Recipe, str]:
     """`load_run_recipe`, with the SHA-256 of the very bytes the recipe was parsed from (what
     `recipe.signature` checks: a file swapped after the read cannot pass for the one read)."""
-    resolved = run_dir / RESOLVED_NAME
+    resolved = RunDir(run_dir).resolved_recipe
     if not resolved.is_file():
         raise AortaUsageError(f"{run_dir}: not a triage run directory (no {RESOLVED_NAME})")
     raw = read_regular_file(str(resolved), resolved, what="run file")
@@ -89,7 +85,7 @@ def write_run_recipe(run_dir: Path, recipe: Recipe) -> None:
     """Write `recipe.resolved.yaml` of a run being started, and sign it as this user's
     (`recipe.signature`: the printed `--resume` then needs no `--trust-environments`)."""
     text = dump_resolved_yaml(recipe)
-    write_text_atomic(run_dir / RESOLVED_NAME, text)
+    write_text_atomic(RunDir(run_dir).resolved_recipe, text)
     sign_run_recipe(run_dir, text.encode("utf-8"))
 
 
@@ -103,13 +99,6 @@ def resume_command(run_dir: Path) -> str:
     return f"aorta triage run --resume {shlex.quote(str(run_dir))}{flag}"
 
 
-def previous_matrix(run_dir: Path) -> dict[str, Any]:
-    """The run's current `matrix.json` content, or `{}` when it has none yet."""
-    path = run_dir / JSON_NAME
-    data = load_file(path) if path.exists() else {}
-    return data if isinstance(data, dict) else {}
-
-
 def trials_on_disk(
     run_dir: Path, cell: Cell, parsed: dict[Path, TrialResult] | None = None
 ) -> list[TrialResult]:
@@ -121,7 +110,7 @@ def trials_on_disk(
     is written once and never replaced, so each is parsed once, not on every poll.
     """
     results = []
-    for path in cell_dir(run_dir, cell.name).glob("trial_*.json"):
+    for path in RunDir(run_dir).cell(cell.name).glob("trial_*.json"):
         result = parsed.get(path) if parsed is not None else None
         if result is None:
             result = _read_trial(path)
@@ -143,23 +132,10 @@ def _read_trial(path: Path) -> TrialResult:
     return result
 
 
-def cell_stats(cell: Cell, results: Sequence[TrialResult]) -> CellStats:
-    """Aggregate a recipe cell's trials with its trial budget and stop rule."""
-    return aggregate_cell(
-        cell.name,
-        results,
-        trials_requested=cell.trials,
-        stop_after_failures=cell.stop_after_failures,
-    )
-
-
-IMAGE_FILE = "image.json"
-
-
 def image_digests(run_dir: Path) -> dict[str, str]:
     """The recorded image digest of each docker environment (`environments/<env>/image.json`)."""
     digests = {}
-    for path in sorted((run_dir / "environments").glob(f"*/{IMAGE_FILE}")):
+    for path in RunDir(run_dir).image_jsons():
         data = load_file(path)
         digest = data.get("digest") if isinstance(data, dict) else None
         if not isinstance(digest, str):
@@ -171,10 +147,10 @@ def image_digests(run_dir: Path) -> dict[str, str]:
 def partial_scopes(run_dir: Path) -> tuple[str, ...]:
     """The probe scopes whose snapshot on disk is marked partial."""
     scopes = []
-    host = run_dir / "host_env.json"
-    if host.exists() and load_mapping(host).get("partial"):
+    run = RunDir(run_dir)
+    if run.host_env.exists() and load_mapping(run.host_env).get("partial"):
         scopes.append("host")
-    for env_file in sorted((run_dir / "environments").glob("*/env.json")):
+    for env_file in run.env_jsons():
         if load_mapping(env_file).get("partial"):
             scopes.append(f"environment {env_file.parent.name}")
     return tuple(scopes)
@@ -186,11 +162,10 @@ def archive_matrix(run_dir: Path, moment: datetime) -> Path | None:
     Hard links, not moves: the current files stay in place until the new ones atomically
     replace them, so a write that fails (a full disk) never leaves the run without a matrix.
     """
-    names = (MARKDOWN_NAME, JSON_NAME, PLOT_NAME)
-    existing = [run_dir / name for name in names if (run_dir / name).exists()]
+    existing = [run_dir / name for name in MATRIX_NAMES if (run_dir / name).exists()]
     if not existing:
         return None
-    archive = create_run_dir(run_dir / "previous", dir_stamp(moment))
+    archive = create_run_dir(RunDir(run_dir).previous, dir_stamp(moment))
     for path in existing:
         os.link(path, archive / path.name)
     return archive
@@ -233,7 +208,7 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     going) would race for the same trial files and archive each other's matrix. The lock file
     is removed when the holder is done, so a finished run directory holds results only.
     """
-    path = run_dir / LOCK_NAME
+    path = RunDir(run_dir).lock
     try:
         # O_NOFOLLOW: a link planted at .triage.lock must not make us create or append to
         # the file it points to.

@@ -11,7 +11,7 @@ Rules, first matching rule wins; one early return each in `classify`:
 
 - `error`: the whole cell failed (its row is kept so the matrix is complete);
 - `not independent: <why>`: the cell's trials, or the baseline's, are copies of one run
-  (`aorta.triage.independence`), e.g. `not independent: fails identically in every trial
+  (`aorta.triage.analysis.independence`), e.g. `not independent: fails identically in every trial
   (deterministic)`; no failure-rate verdict can be drawn from copies;
 - `(baseline)`: the baseline cell;
 - `n/a`: nothing to judge by (no failure-rate comparison: e.g. the baseline errored);
@@ -143,7 +143,7 @@ class Evidence:
     drop_upper: float | None  # upper end of the interval of baseline rate minus cell rate
     trials_needed: int | None  # per cell, to detect a cure worth finding (see module docstring)
     # Why the cell's trials (or the baseline's) are not independent samples (copies of one
-    # run, `aorta.triage.independence`); None: they are.
+    # run, `aorta.triage.analysis.independence`); None: they are.
     not_independent: str | None = None
 
 

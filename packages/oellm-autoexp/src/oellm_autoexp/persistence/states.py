@@ -1,4 +1,8 @@
-"""Monitor states and error modes (the spec's vocabulary), and SLURM states they come from."""
+"""Job states and error modes (the spec's vocabulary), and the SLURM states they come from.
+
+Persisted in every session file, so they live with the session records; the monitor decides
+them.
+"""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from aorta.atomic import write_bytes_atomic
-from aorta.triage.matrix import Matrix, MatrixRow
+from aorta.triage.analysis.matrix import Matrix, MatrixRow
+from aorta.triage.layout import RunDir
 
-PLOT_NAME = "matrix.png"
 INSTALL_HINT = "pip install 'aorta[plot]'"
 
 # One colour per Confound label, so the picture and the table tell the same story.
@@ -225,4 +225,6 @@ def write_plot(matrix: Matrix, run_dir: Path, *, title: str) -> PlotOutcome:
         return PlotOutcome(None, f"matplotlib is not installed; `{INSTALL_HINT}` to get it")
     except Exception as exc:  # a plotting bug must never cost the matrix
         return PlotOutcome(None, f"drawing failed: {type(exc).__name__}: {exc}")
-    return PlotOutcome(write_bytes_atomic(run_dir / PLOT_NAME, png, overwrite=True, shared=True))
+    return PlotOutcome(
+        write_bytes_atomic(RunDir(run_dir).matrix_png, png, overwrite=True, shared=True)
+    )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aorta.errors import AortaUsageError
 from aorta.runner.ownership import OWNER_SUFFIX, TrialOwner, read_owner, trial_liveness
-from aorta.triage.output import cell_dir
+from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Recipe
 
 _OWNER_NAME = re.compile(rf"trial_(\d{{1,9}}){re.escape(OWNER_SUFFIX)}")
@@ -40,7 +40,7 @@ def settle_trials_in_flight(run_dir: Path, recipe: Recipe) -> list[Path]:
     """
     removed = []
     for cell in recipe.cells:
-        for path in sorted(cell_dir(run_dir, cell.name).glob(f"trial_*{OWNER_SUFFIX}")):
+        for path in sorted(RunDir(run_dir).cell(cell.name).glob(f"trial_*{OWNER_SUFFIX}")):
             match = _OWNER_NAME.fullmatch(path.name)
             if match is None:
                 continue  # not a name aorta gives a record
@@ -101,7 +101,7 @@ def _lock_holder(lock: Path) -> int | None:
 
 def _records(run_dir: Path) -> list[tuple[Path, TrialOwner]]:
     found = []
-    for path in sorted((run_dir / "cells").glob(f"*/trial_*{OWNER_SUFFIX}")):
+    for path in sorted(RunDir(run_dir).cells.glob(f"*/trial_*{OWNER_SUFFIX}")):
         with contextlib.suppress(ValueError):  # only for a message: a bad record is skipped
             found.append((path, read_owner(path)))
     return found

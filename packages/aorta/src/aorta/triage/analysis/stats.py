@@ -18,7 +18,7 @@ library (exact integer hypergeometric sums; `statistics.NormalDist` for quantile
 `scipy.stats` costs 1.4-1.7 s on the 2-core machine, more than a whole one-trial matrix of a
 short command should. The test suite checks them against scipy to 1e-12 relative. The bootstrap
 uses numpy, imported inside the function (aggregation imports it anyway), so that merely importing
-this module (or `aorta.triage.matrix`) never pays for it; `aorta --help` must not.
+this module (or `aorta.triage.analysis.matrix`) never pays for it; `aorta --help` must not.
 """
 
 from __future__ import annotations
