@@ -18,7 +18,7 @@ import yaml
 from aorta.cli.main import main
 from aorta.runner.models import RunRequest
 from aorta.strict_modes import SharedStateError
-from aorta.triage import runner as triage_runner
+from aorta.triage import lifecycle
 from aorta.triage.recipe import (
     UntrustedRecipeError,
     check_trust,
@@ -26,6 +26,7 @@ from aorta.triage.recipe import (
     recipe_from_flags,
     resolved_recipe_dict,
 )
+from aorta.triage.run import local as triage_runner
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -92,7 +93,7 @@ def test_state_others_can_write_is_refused_before_anything_runs(
     assert ALLOW in line
     # The library entry point refuses too (the CLI is not the only way in).
     with pytest.raises(SharedStateError, match="someone else could change what it runs"):
-        triage_runner.resume_run(run_dir)
+        lifecycle.resume_run(run_dir)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting another user's file needs root")
