@@ -17,7 +17,7 @@ SRC = Path(aorta.__file__).parent
 # Lowest first; a module may import its own layer or any layer below, never one above.
 # The first prefix that matches a module decides its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("aorta.errors", "aorta.timestamps", "aorta.atomic"),
+    ("aorta.errors", "aorta.timestamps", "aorta.atomic", "aorta.strict_modes", "aorta.text_safety"),
     ("aorta.workloads.contract",),
     ("aorta.registry", "aorta.instrumentation"),
     ("aorta.workloads",),

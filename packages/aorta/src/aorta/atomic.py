@@ -25,13 +25,44 @@ def _process_umask() -> int:
     return mask
 
 
-# mkstemp creates 0600 files; results are meant to be read by the whole team (a shared
-# cluster directory), so they get the mode an ordinary open() would give: 0666 minus umask.
-_FILE_MODE = 0o666 & ~_process_umask()
+_UMASK = _process_umask()
+
+# Set to 1 when a run directory is meant to be read by the user's group (docs/security.md).
+GROUP_READABLE_VARIABLE = "AORTA_GROUP_READABLE"
 
 
-def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> Path:
-    """Write `data` to `path` atomically.
+def _group_readable() -> bool:
+    return os.environ.get(GROUP_READABLE_VARIABLE, "") == "1"
+
+
+def private_file_mode() -> int:
+    """The mode of files that hold environments, argv or recipes: 0600, 0640 for a group run.
+
+    Most of a run directory holds the trials' environment and command lines, which may carry
+    secrets that redaction missed; only the owner (and with `AORTA_GROUP_READABLE=1`, the
+    group) reads them.
+    """
+    return 0o640 if _group_readable() else 0o600
+
+
+def shared_file_mode() -> int:
+    """The mode of reports meant for people (matrix.md, the plot): what an ordinary open()
+    gives (0666 minus umask), but never writable by group or others, so a resume can trust
+    what it reads back (`strict_modes`)."""
+    return 0o644 & ~_UMASK
+
+
+def run_dir_mode() -> int:
+    """A run directory is the owner's (0700; 0750 with `AORTA_GROUP_READABLE=1`), so what is
+    in it is readable by no one else whatever each file's mode."""
+    return 0o750 if _group_readable() else 0o700
+
+
+def write_bytes_atomic(
+    path: Path, data: bytes, *, overwrite: bool = False, shared: bool = False
+) -> Path:
+    """Write `data` to `path` atomically, mode `private_file_mode()` (`shared_file_mode()` with
+    `shared`).
 
     With `overwrite=False` (the default) an existing `path` is never replaced: the final step
     is a hard link, which fails if the name exists, and `OutputExistsError` is raised. Any
@@ -39,7 +70,8 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> P
     line naming `path`; an earlier file under that name is left as it was.
     """
     try:
-        return _write_bytes_atomic(path, data, overwrite=overwrite)
+        mode = shared_file_mode() if shared else private_file_mode()
+        return _write_bytes_atomic(path, data, overwrite=overwrite, mode=mode)
     except OutputExistsError:
         raise
     except OSError as exc:
@@ -49,13 +81,13 @@ def write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool = False) -> P
         raise error from None
 
 
-def _write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool) -> Path:
+def _write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool, mode: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE)
+            os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -74,9 +106,11 @@ def _write_bytes_atomic(path: Path, data: bytes, *, overwrite: bool) -> Path:
     return path
 
 
-def write_text_atomic(path: Path, text: str, *, overwrite: bool = False) -> Path:
+def write_text_atomic(
+    path: Path, text: str, *, overwrite: bool = False, shared: bool = False
+) -> Path:
     """Write `text` (UTF-8) to `path` atomically; see `write_bytes_atomic`."""
-    return write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite)
+    return write_bytes_atomic(path, text.encode("utf-8"), overwrite=overwrite, shared=shared)
 
 
 def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path:
@@ -111,7 +145,8 @@ def make_dirs_without_links(root: Path, path: Path) -> None:
 def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path:
     """Create a fresh directory `parent/name`, never reusing an existing one.
 
-    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended. With
+    When `name` is taken (two runs in the same second, or planted by someone else), `-1`,
+    `-2`, ... is appended; the directory is created `run_dir_mode()`. With
     `root`, no directory between `root` and `parent` may be a symbolic link
     (`make_dirs_without_links`).
     """
@@ -123,7 +158,7 @@ def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path
         for attempt in range(1000):
             candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
             try:
-                candidate.mkdir()
+                candidate.mkdir(mode=run_dir_mode())
             except FileExistsError:
                 continue
             return candidate

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
+from oellm_autoexp.errors import OutputWriteError
+
 
 def write_text_atomic(
     path: Path, text: str, *, mode: int | None = None, fsync: bool = True
@@ -20,10 +22,19 @@ def write_text_atomic(
     """Write `text` to `path` atomically (replacing an older file of that name).
 
     `fsync=False` is for batches: the caller syncs once (`os.sync()`) after the last file
-    instead of paying one journal commit per file.
+    instead of paying one journal commit per file. A failure (ENOSPC, a quota, EROFS) is
+    `OutputWriteError`, one line naming `path`; an earlier file of that name stays as it was.
     """
-    with open_text_atomic(path, mode=mode, fsync=fsync) as handle:
-        handle.write(text)
+    try:
+        with open_text_atomic(path, mode=mode, fsync=fsync) as handle:
+            handle.write(text)
+    except OutputWriteError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        error = OutputWriteError(f"{path}: cannot write: {reason}")
+        error.errno = exc.errno
+        raise error from None
     return path
 
 

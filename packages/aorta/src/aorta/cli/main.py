@@ -17,6 +17,7 @@ from aorta.cli.env import env_group
 from aorta.cli.run import run_command
 from aorta.cli.triage import triage_group
 from aorta.errors import AortaError, AortaUsageError
+from aorta.text_safety import terminal_text
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -50,16 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except click.ClickException as exc:  # a bad flag or value: one line, not click's usage block
         ctx = exc.ctx if isinstance(exc, click.UsageError) else None
         hint = f" (see {ctx.command_path} --help)" if ctx else ""
-        message = exc.format_message().replace("\n", " ")
+        message = terminal_text(exc.format_message())
         click.echo(f"aorta: error: {message}{hint}", err=True)
         return EXIT_USAGE
     except AortaUsageError as exc:
         # Several problems (a recipe with many mistakes) come one per line, each prefixed.
         for line in str(exc).splitlines() or [""]:
-            click.echo(f"aorta: error: {line}", err=True)
+            click.echo(f"aorta: error: {terminal_text(line)}", err=True)
         return EXIT_USAGE
     except AortaError as exc:  # the run could not happen (e.g. environment unavailable)
-        click.echo(f"aorta: error: {exc}", err=True)
+        click.echo(f"aorta: error: {terminal_text(str(exc))}", err=True)
         return EXIT_RUN_FAILED
     return result if isinstance(result, int) else EXIT_OK
 

@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from aorta.cli.run import LineReporter, trial_verdict
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -195,7 +196,7 @@ class LiveReporter:
             cell = self.cells[self.index]
             cell.finished += 1
             cell.failed += 1 if result.outcome == "failed" else 0
-            cell.last = f"trial {result.trial_id + 1}: {trial_verdict(result)}"
+            cell.last = terminal_text(f"trial {result.trial_id + 1}: {trial_verdict(result)}")
             self.units_done += self.plan[self.index].steps
         self.step_no = None
         self._refresh(force=True)

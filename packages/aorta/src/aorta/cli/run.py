@@ -12,6 +12,7 @@ import click
 from aorta.cli.command_options import command_options
 from aorta.registry.models import check_env_var_name
 from aorta.runner.command.flags import command_mapping
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
@@ -53,7 +54,9 @@ class LineReporter:
     def say(self, line: str) -> None:
         """Print a line unless this reporter is muted."""
         if self.echo:
-            click.echo(line)
+            # A failure reason quotes the job's log: no newline or escape of it reaches the
+            # terminal raw (`text_safety`).
+            click.echo(terminal_text(line))
 
     def trial_started(self, request: RunRequest, trial_id: int, seed: int) -> None:
         """Remember the request's size for the trial's result line."""

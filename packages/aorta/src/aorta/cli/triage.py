@@ -12,6 +12,7 @@ from aorta.cli.recipe_options import recipe_flag_options, recipe_flag_params
 from aorta.cli.triage_nodes import nodes_command
 from aorta.instrumentation.redaction import redact_value
 from aorta.runner.command.flags import COMMAND_FLAGS, command_mapping
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
@@ -81,7 +82,9 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
             f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
         if recipe.command is not None:
-            click.echo(f"    trial 0 runs: {_trial_zero_command(recipe, cell, run_dir)}")
+            click.echo(
+                f"    trial 0 runs: {terminal_text(_trial_zero_command(recipe, cell, run_dir))}"
+            )
 
 
 def _command_settings(spec: CommandSpec) -> str:
@@ -98,12 +101,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     """The shell-quoted command line of the cell's trial 0, secrets in it redacted."""
     import shlex
 
-    from aorta.instrumentation.redaction import redact_embedded_secrets
+    from aorta.instrumentation.redaction import redact_argv
     from aorta.runner.command.runner import trial_argv
     from aorta.triage.run.local import cell_request
 
     request = cell_request(recipe, run_dir, cell, range(cell.trials), fresh_process=False)
-    return redact_embedded_secrets(shlex.join(trial_argv(request, 0)))
+    return shlex.join(redact_argv(trial_argv(request, 0)))
 
 
 @triage_group.command("run")
@@ -129,6 +132,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     help="Run a recipe read back from a run directory (--resume, or --recipe "
     "recipe.resolved.yaml) even where it runs an interpreter, docker image or variables this "
     "machine's registry does not vouch for.",
+)
+@click.option(
+    "--allow-shared-writable",
+    is_flag=True,
+    help="--resume: read the run directory even if another user owns it or others can write "
+    "it (they could change what the resume runs; see docs/security.md).",
 )
 @click.option(
     "--progress",
@@ -175,6 +184,7 @@ def run_command(
     output_dir: Path,
     dry_run: bool,
     trust_environments: bool,
+    allow_shared_writable: bool,
     progress: ProgressMode,
     executor: str | None,
     slurm_config: Path | None,
@@ -192,7 +202,8 @@ def run_command(
     Ctrl-C (a
     partial matrix marked interrupted is written first; --resume continues it).
     """
-    from aorta.triage.recipe import check_trust, load_recipe, recipe_from_flags
+    from aorta.triage.recipe import load_recipe, recipe_from_flags
+    from aorta.triage.recipe.trust import check_recipe_file_trust
 
     if sum(x is not None for x in (recipe_path, mode, resume_dir)) != 1:
         raise click.UsageError(
@@ -201,12 +212,17 @@ def run_command(
     _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
     if resume_dir is not None:
         return _resume(
-            resume_dir, dry_run=dry_run, progress=progress, trust=trust_environments, detach=detach
+            resume_dir,
+            dry_run=dry_run,
+            progress=progress,
+            trust=trust_environments,
+            detach=detach,
+            shared=allow_shared_writable,
         )
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
         if recipe.resolved and not dry_run:
-            _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
+            _say_trusted(check_recipe_file_trust(recipe, recipe_path, trusted=trust_environments))
     else:
         trials = _trial_budget(trials, stop_after_failures, max_trials)
         spec = command_mapping(command, **command_flags)
@@ -284,7 +300,7 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 
     report = reanalyse(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
-        click.echo(f"aorta triage: warning: {warning}", err=True)
+        click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
     click.echo(f"matrix: {RunDir(run_dir).matrix_md}")
     return 0
 
@@ -353,11 +369,19 @@ def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
 def _say_trusted(actions: list[str]) -> None:
     """Say what a trusted read-back recipe runs that the registry does not vouch for."""
     for action in actions:
-        click.echo(f"aorta triage: trusted (--trust-environments): {action}", err=True)
+        click.echo(
+            f"aorta triage: trusted (--trust-environments): {terminal_text(action)}", err=True
+        )
 
 
 def _resume(
-    run_dir: Path, *, dry_run: bool, progress: ProgressMode, trust: bool, detach: bool
+    run_dir: Path,
+    *,
+    dry_run: bool,
+    progress: ProgressMode,
+    trust: bool,
+    detach: bool,
+    shared: bool = False,
 ) -> int:
     from aorta.triage.layout import RunDir
     from aorta.triage.recipe.trust import check_run_trust
@@ -369,10 +393,20 @@ def _resume(
     if dry_run:
         return 0
     label = str(RunDir(run_dir).resolved_recipe)
-    _say_trusted(check_run_trust(recipe, run_dir, digest, label=label, trusted=trust))
+    if shared:
+        click.echo(
+            f"aorta triage: --allow-shared-writable: not checking who owns or can write {run_dir}",
+            err=True,
+        )
+    trusted = check_run_trust(
+        recipe, run_dir, digest, label=label, trusted=trust, allow_shared_writable=shared
+    )
+    _say_trusted(trusted)
     if detach and recipe.executor is None:
         raise click.UsageError("--detach: only with the SLURM executor")
-    return _execute(recipe, run_dir, progress, resume=True, trust=trust, detach=detach)
+    return _execute(
+        recipe, run_dir, progress, resume=True, trust=trust, detach=detach, shared=shared
+    )
 
 
 def _execute(
@@ -383,6 +417,7 @@ def _execute(
     resume: bool = False,
     trust: bool = False,
     detach: bool = False,
+    shared: bool = False,
 ) -> int:
     """Start (`target` = output root) or resume (`target` = the run directory) the run on the
     recipe's executor, and report."""
@@ -416,6 +451,7 @@ def _execute(
                 detach=detach,
                 # matplotlib in a child process: the matrix is not kept waiting for it.
                 plot_drawer=None if resume else _plot_drawer(recipe),
+                allow_shared_writable=shared,
             )
     except lifecycle.TriageInterrupted as exc:
         if loud:
@@ -436,7 +472,7 @@ def _execute(
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)
     if loud:
         for warning in report.matrix.warnings:
-            click.echo(f"aorta triage: warning: {warning}", err=True)
+            click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
         if errored_trials:
             click.echo(
                 f"aorta triage: {errored_trials} trial(s) errored (could not measure); "

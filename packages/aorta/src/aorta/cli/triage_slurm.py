@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from aorta.text_safety import terminal_text
+
 if TYPE_CHECKING:
     from aorta.triage.recipe import Recipe
     from aorta.triage.slurm.executor import CellQueue
@@ -47,7 +49,7 @@ class QueueLines:
 
     def notice(self, message: str) -> None:
         """A line from oellm-autoexp."""
-        click.echo(f"aorta triage: slurm: {message}", err=True)
+        click.echo(f"aorta triage: slurm: {terminal_text(message)}", err=True)
 
 
 def say_detached(run_dir: Path) -> None:

@@ -196,6 +196,7 @@ def resume(
     trust_environments: bool = False,
     progress: SlurmProgress | None = None,
     detach: bool = False,
+    allow_shared_writable: bool = False,
 ) -> RunOutcome:
     """Run the trials `run_dir` is missing, in `run_dir`, and rebuild its matrix.
 
@@ -210,11 +211,19 @@ def resume(
     `TriageInterrupted` on Ctrl-C (after writing the partial matrix). A run directory whose
     recipe would execute something this machine's registry does not vouch for raises
     `UntrustedRecipeError` unless `trust_environments` is set, or this user started the run
-    from the recipe as it is now (`recipe.signature`).
+    from the recipe as it is now (`recipe.signature`). A run directory another user owns or
+    others can write is refused (`strict_modes`) unless `allow_shared_writable`.
     """
     recipe, digest = read_run_recipe(run_dir)
     label = str(RunDir(run_dir).resolved_recipe)
-    check_run_trust(recipe, run_dir, digest, label=label, trusted=trust_environments)
+    check_run_trust(
+        recipe,
+        run_dir,
+        digest,
+        label=label,
+        trusted=trust_environments,
+        allow_shared_writable=allow_shared_writable,
+    )
     executor = executor or executor_for(recipe, progress=progress, detach=detach)
     executor.check()
     moment = now or datetime.now(UTC)
@@ -339,6 +348,7 @@ def run(
     progress: SlurmProgress | None = None,
     detach: bool = False,
     plot_drawer: PlotDrawer | None = None,
+    allow_shared_writable: bool = False,
 ) -> RunOutcome:
     """`aorta triage run` in one call: `start` `recipe` under the output root `target`, or
     (`resuming`) `resume` the run directory `target` whose recorded recipe `recipe` is; on
@@ -350,6 +360,7 @@ def run(
             trust_environments=trust_environments,
             progress=progress,
             detach=detach,
+            allow_shared_writable=allow_shared_writable,
         )
     executor = executor_for(recipe, progress=progress, detach=detach)
     return start(recipe, target, executor=executor, reporter=reporter, plot_drawer=plot_drawer)
@@ -383,10 +394,16 @@ def resume_run(
     probe: Probe = collect_env,
     now: datetime | None = None,
     trust_environments: bool = False,
+    allow_shared_writable: bool = False,
 ) -> MatrixReport:
     """`resume` without a detach: the report is always there."""
     outcome = resume(
-        run_dir, reporter=reporter, probe=probe, now=now, trust_environments=trust_environments
+        run_dir,
+        reporter=reporter,
+        probe=probe,
+        now=now,
+        trust_environments=trust_environments,
+        allow_shared_writable=allow_shared_writable,
     )
     assert outcome.report is not None  # only a detached SLURM run has none
     return outcome.report

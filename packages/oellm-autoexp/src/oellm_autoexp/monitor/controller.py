@@ -43,6 +43,7 @@ class MonitorController(Observation):
     def drain_actions(self) -> list[Action]:
         """Actions collected from log signals since the last call (and forget them)."""
         out, self._actions = self._actions, []
+        self._journaled = 0
         return out
 
     def poll_once(self) -> PollReport:

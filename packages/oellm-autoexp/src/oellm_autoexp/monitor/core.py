@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from oellm_autoexp.monitor.restart_command import RestartScripts
 from oellm_autoexp.monitor.settings import MonitorSettings, load_settings
 from oellm_autoexp.monitor.triage_launch import TriageRequest, launch_triage
+from oellm_autoexp.persistence.intents import record_intents
 from oellm_autoexp.persistence.session import JobRecord, Session, TriageEvent
 from oellm_autoexp.persistence.states import MonitorState
 from oellm_autoexp.persistence.store import SessionStore
@@ -71,8 +72,13 @@ class ControllerCore:
         *,
         clock: Callable[[], float] = time.time,
         start_triage: Callable[[TriageRequest], TriageEvent] = launch_triage,
+        journal_actions: bool = False,
     ) -> None:
         self.client = client
+        # Actions are written into the session as intents with the log offset that produced
+        # them (`persistence.intents`), for a caller that runs them (the standalone monitor).
+        self.journal_actions = journal_actions
+        self._journaled = 0  # how many of `_actions` are recorded as intents
         self.store = store
         self.clock = clock
         self.start_triage = start_triage  # the `triage:` action (a test passes a recorder)
@@ -93,6 +99,11 @@ class ControllerCore:
         job.state = state
 
     def _save_dirty(self) -> None:
+        if self.journal_actions:
+            fresh, self._journaled = self._actions[self._journaled :], len(self._actions)
+            for rt in self._runtimes:
+                if record_intents(rt.session.intents, rt.session.session_id, fresh):
+                    rt.dirty = True
         now = self.clock()
         for rt in self._runtimes:
             if rt.dirty or (rt.touched and now - rt.saved_at >= ACTIVITY_SAVE_S):

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from oellm_autoexp.persistence.intents import Intent, intents_from_list
 from oellm_autoexp.persistence.states import MonitorState
 from oellm_autoexp.plan import Plan
 
@@ -318,6 +319,8 @@ class Session:
     status: str = "active"
     # Nodes later submissions avoid (`sbatch --exclude`), decided by monitor.node_health.
     excluded_nodes: list[str] = field(default_factory=list)
+    # Actions recorded before they run (`persistence.intents`): exactly once across crashes.
+    intents: list[Intent] = field(default_factory=list)
 
     @property
     def slurm(self) -> SlurmView:
@@ -377,6 +380,7 @@ class Session:
             "plan": self.plan.to_dict() if self.plan is not None else {},
             "jobs": [job.to_dict() for job in self.jobs.values()],
             "excluded_nodes": self.excluded_nodes,
+            "intents": [intent.to_dict() for intent in self.intents],
         }
 
     @classmethod
@@ -400,6 +404,7 @@ class Session:
             jobs=jobs,
             status=str(data.get("status", "active")),
             excluded_nodes=[str(n) for n in data.get("excluded_nodes") or []],
+            intents=intents_from_list(data.get("intents")),
         )
 
 

@@ -18,8 +18,9 @@ from typing import Any
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.instrumentation.locate_record import LOCATE_DIR_VAR, read_locate_dir
-from aorta.instrumentation.redaction import redact_environ
+from aorta.instrumentation.redaction import redact_argv, redact_embedded_secrets, redact_environ
 from aorta.runner.command.logtail import last_line, log_tail
+from aorta.runner.command.scanner import Match
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
 from aorta.runner.environ import merge_env, with_seed
@@ -61,15 +62,22 @@ def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
     return render_argv([*spec.command, *request.command_args], values)
 
 
+def _match_record(match: Match | None) -> dict[str, Any] | None:
+    """A matched log line as recorded: a secret the job printed is redacted like its log."""
+    if match is None:
+        return None
+    return {**asdict(match), "line": redact_embedded_secrets(match.line)}
+
+
 def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
     """The `command` field of a command trial's JSON."""
     return {
-        "argv": out.argv,
+        "argv": redact_argv(out.argv),  # a secret passed as `--hf-token X` stays out
         "returncode": out.returncode,
         "stopped": out.stopped,
         "signal_needed": out.signal_needed,
-        "failure_match": asdict(out.failure) if out.failure is not None else None,
-        "error_match": asdict(out.error) if out.error is not None else None,
+        "failure_match": _match_record(out.failure),
+        "error_match": _match_record(out.error),
         "clock": out.clock,
         "step_format": out.step_format,
         "warnings": out.warnings,
@@ -169,7 +177,8 @@ class CommandTrialSession:
             steps=request.steps,
             passed=out.outcome == "passed",
             outcome=out.outcome,
-            failure=reason,
+            # The reason quotes the matched or last log line: redacted like the log tail.
+            failure=redact_embedded_secrets(reason) if reason is not None else None,
             traceback=tail,
             step_times_ms=out.step_times_ms,
             warmup_steps=out.warmup_steps,

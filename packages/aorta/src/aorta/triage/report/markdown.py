@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+from aorta.text_safety import markdown_text
 from aorta.triage.analysis.hardware import hardware_summary
 from aorta.triage.analysis.matrix import Matrix, MatrixRow, executions
 from aorta.triage.analysis.step_sources import SOURCES_NOTE, load_range, sources_summary
@@ -30,9 +31,9 @@ from aorta.triage.report.plot import PlotOutcome
 
 
 def _one_line(text: str) -> str:
-    # Error reasons may carry newlines (tracebacks, docker output); one line keeps the
-    # blockquote and the table intact.
-    return " ".join(text.split())
+    # Error reasons may carry newlines (tracebacks, docker output), escapes and Markdown from
+    # a job's log; one inert line keeps the blockquote and the table intact (`text_safety`).
+    return markdown_text(text)
 
 
 def _pct_number(rate: float) -> str:
@@ -253,7 +254,7 @@ def _header(report: MatrixReport) -> list[str]:
         origin = "flags"
     else:
         digest = f" (sha256:{recipe.sha256[:12]})" if recipe.sha256 else ""
-        origin = f"{recipe.source}{digest}"
+        origin = f"{markdown_text(str(recipe.source))}{digest}"
     base_ms = matrix.baseline_row.stats.mean_step_time_ms
     base_text = MISSING if _ms_text(base_ms) == MISSING else f"{_ms_text(base_ms)} ms"
     trials = {c.name: c.trials for c in recipe.cells if c.trials != recipe.trials}

@@ -225,4 +225,6 @@ def write_plot(matrix: Matrix, run_dir: Path, *, title: str) -> PlotOutcome:
         return PlotOutcome(None, f"matplotlib is not installed; `{INSTALL_HINT}` to get it")
     except Exception as exc:  # a plotting bug must never cost the matrix
         return PlotOutcome(None, f"drawing failed: {type(exc).__name__}: {exc}")
-    return PlotOutcome(write_bytes_atomic(RunDir(run_dir).matrix_png, png, overwrite=True))
+    return PlotOutcome(
+        write_bytes_atomic(RunDir(run_dir).matrix_png, png, overwrite=True, shared=True)
+    )

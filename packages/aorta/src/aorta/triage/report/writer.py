@@ -41,7 +41,7 @@ def write_report(
     run = RunDir(Path(report.run_dir))
     json_path = write_json_atomic(run.matrix_json, report_json(report), overwrite=True)
     pending_md = render_markdown(report, PlotOutcome(None, pending=True))
-    md_path = write_text_atomic(run.matrix_md, pending_md, overwrite=True)
+    md_path = write_text_atomic(run.matrix_md, pending_md, overwrite=True, shared=True)
     if plot_drawer is not None:
         plot_drawer(report, pending_md)
     else:
@@ -60,4 +60,4 @@ def draw_plot(report: MatrixReport, *, pending_md: str | None = None) -> None:
     md_path = RunDir(run_dir).matrix_md
     if pending_md is not None and md_path.read_text(encoding="utf-8") != pending_md:
         return
-    write_text_atomic(md_path, render_markdown(report, plot), overwrite=True)
+    write_text_atomic(md_path, render_markdown(report, plot), overwrite=True, shared=True)

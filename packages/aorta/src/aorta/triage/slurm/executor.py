@@ -268,7 +268,16 @@ class _Driver:
 def _store(run_dir: Path) -> SessionStore:
     from oellm_autoexp.persistence import SessionStore
 
-    return SessionStore(sessions_dir(run_dir), root=run_dir)
+    # Execution settings never come from the session files: aorta's config never sets a
+    # submit command, and its scripts lie in the run directory. Who owns the files is checked
+    # for the whole slurm/ tree before a resume (`strict_modes`), or waived by the user.
+    return SessionStore(
+        sessions_dir(run_dir),
+        root=run_dir,
+        submit_cmd="sbatch",
+        scripts_root=run_dir,
+        allow_shared_writable=True,
+    )
 
 
 def _session_ids(run_dir: Path, state: SlurmState) -> list[str]:
