@@ -56,6 +56,7 @@ _RUN_OPTIONS = {
     "executor",
     "slurm_config",
     "detach",
+    "allow_shared_writable",
     "command",
 }
 
