@@ -166,6 +166,7 @@ def run_command(
     order: str,
     stop_after_failures: int | None,
     max_trials: int | None,
+    until_decided: bool,
     locate: bool,
     steps: int,
     ticket: str | None,
@@ -208,7 +209,7 @@ def run_command(
         if recipe.resolved and not dry_run:
             _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
     else:
-        trials = _trial_budget(trials, stop_after_failures, max_trials)
+        trials = _trial_budget(trials, stop_after_failures, max_trials, until_decided)
         spec = command_mapping(command, **command_flags)
         missing = [
             flag
@@ -237,6 +238,7 @@ def run_command(
             stop_after_failures=stop_after_failures,
             alpha=alpha,
             locate=locate,
+            until_decided=until_decided,
         )
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
@@ -305,19 +307,23 @@ def status_command(run_dir: Path) -> int:
 
 
 def _trial_budget(
-    trials: int | None, stop_after_failures: int | None, max_trials: int | None
+    trials: int | None, stop_after_failures: int | None, max_trials: int | None, until: bool
 ) -> int | None:
-    """Trials per cell: --trials, or with --stop-after-failures the cap --max-trials."""
-    if max_trials is not None and stop_after_failures is None:
-        raise click.UsageError("--max-trials: only with --stop-after-failures K")
-    if stop_after_failures is None:
+    """Trials per cell: --trials, or the cap --max-trials of a stopping rule
+    (--stop-after-failures K or --until-decided, one of the two)."""
+    if stop_after_failures is not None and until:
+        raise click.UsageError(
+            "--until-decided and --stop-after-failures: choose one stopping rule"
+        )
+    rule = "--stop-after-failures" if stop_after_failures is not None else "--until-decided"
+    if max_trials is not None and stop_after_failures is None and not until:
+        raise click.UsageError("--max-trials: only with --stop-after-failures K or --until-decided")
+    if stop_after_failures is None and not until:
         return trials
     if trials is not None:
-        raise click.UsageError(
-            "--trials: with --stop-after-failures give the cap as --max-trials N instead"
-        )
+        raise click.UsageError(f"--trials: with {rule} give the cap as --max-trials N instead")
     if max_trials is None:
-        raise click.UsageError("--stop-after-failures needs --max-trials N (the most per cell)")
+        raise click.UsageError(f"{rule} needs --max-trials N (the most per cell)")
     return max_trials
 
 

@@ -45,6 +45,7 @@ from aorta.triage.analysis.step_sources import load_range
 from aorta.triage.layout import relative_trial_path
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.report.adaptive_report import adaptive_json
 
 __all__ = [
     "NO_TICKET",
@@ -213,6 +214,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
         "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
+        "adaptive": adaptive_json(matrix, recipe),
     }
 
 
