@@ -46,6 +46,7 @@ __all__ = [
     "Counts",
     "Decision",
     "cells_needing_trials",
+    "conditional_power",
     "decide",
     "fixed_verdicts",
 ]
