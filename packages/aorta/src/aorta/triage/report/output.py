@@ -46,6 +46,7 @@ from aorta.triage.layout import relative_trial_path
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.report.adaptive_report import adaptive_json
+from aorta.triage.report.onset_report import onset_json
 
 __all__ = [
     "NO_TICKET",
@@ -165,6 +166,7 @@ def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[
     # "trials" already holds the per-trial records, hence the "effective_" prefix.
     data["effective_trials"] = cell.trials if cell is not None else None
     data["effective_steps"] = cell.steps if cell is not None else None
+    data["onset"] = onset_json(row.stats.trials)
     return data
 
 
