@@ -91,6 +91,14 @@ def test_a_clear_cut_matrix_stops_early_and_says_why(tmp_path: Path) -> None:
     assert resolved["adaptive"] == {"max_trials": n}
 
 
+def test_the_dry_run_says_the_run_is_adaptive(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
+    done = _aorta("--recipe", str(path), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "adaptive: rounds until every cell is decided, at most 4 trials per cell" in done.stdout
+    assert "fix: mitigations=none environment=local trials<=4 " in done.stdout
+
+
 def test_a_cell_without_effect_stops_as_not_cured(tmp_path: Path) -> None:
     n = 10
     same = "1101101101"

@@ -62,6 +62,9 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
     )
     if recipe.command is not None:
         click.echo(f"command workload: {_command_settings(recipe.command)}")
+    if recipe.adaptive is not None:
+        n = recipe.adaptive.max_trials
+        click.echo(f"adaptive: rounds until every cell is decided, at most {n} trials per cell")
     if recipe.executor is not None:
         from aorta.triage.recipe.executor import describe_settings
 
@@ -74,7 +77,8 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
         shown = " ".join(f"{k}={redact_value(k, v)}" for k, v in cell.env.items())
         vars_ = shown or "(no env vars)"
         stop = cell.stop_after_failures
-        budget = f"trials={cell.trials}" if stop is None else f"trials<={cell.trials}"
+        capped = stop is not None or recipe.adaptive is not None
+        budget = f"trials<={cell.trials}" if capped else f"trials={cell.trials}"
         stop_text = "" if stop is None else f" stop_after_failures={stop}"
         click.echo(
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "

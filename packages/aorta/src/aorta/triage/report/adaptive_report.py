@@ -30,7 +30,12 @@ def adaptive_stops(matrix: Matrix, recipe: Recipe) -> dict[str, CellStop] | None
     if recipe.adaptive is None:
         return None
     max_trials = recipe.adaptive.max_trials
-    trials = {row.name: row.stats.trials for row in matrix.rows}
+    # A cell that could not run at all took no part in the rule (as in the run's scheduler).
+    trials = {
+        row.name: row.stats.trials
+        for row in matrix.rows
+        if row.stats.error is None or row.stats.trials
+    }
     base = _outcomes(trials.get(recipe.baseline, ()))
     cells = {name: _outcomes(t) for name, t in trials.items() if name != recipe.baseline}
     looks = 1 + max((t.trial_id for ts in trials.values() for t in ts), default=-1)

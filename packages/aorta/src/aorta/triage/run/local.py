@@ -234,7 +234,8 @@ class _Scheduler:
         the baseline once no cell needs it); a resume replays the same looks."""
         if self.rule is None or round_index == 0:
             return
-        results = {run.cell.name: run.results for run in self.runs}
+        # A cell that could not run at all is no hypothesis: it must not hold the baseline.
+        results = {r.cell.name: r.results for r in self.runs if r.error is None or r.results}
         look = look_before_round(self.rule, self.context.recipe, results, round_index)
         for run in self.runs:
             if run.done or run.cell.name not in look.stopping:
