@@ -207,3 +207,14 @@ def test_contradictory_recipes_are_one_line_each(
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_adaptive_recipe_on_slurm_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "executor": {"slurm": {"partition": "gpu"}}}))
+    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "adaptive: not supported with the SLURM executor (use executor: local)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list((tmp_path / "out").rglob("trial_*.json"))
