@@ -120,7 +120,7 @@ def simulate(
 def main() -> int:
     """Simulate every scenario; print the figures; exit 1 when a goal is missed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matrices", type=int, default=300, help="per scenario")
+    parser.add_argument("--matrices", type=int, default=1000, help="per scenario")
     parser.add_argument("--max-trials", type=int, default=20)
     parser.add_argument("--alpha", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from aorta.triage.analysis.onset import location_summary, onset_summary
+from aorta.triage.analysis.onset import (
+    location_stats,
+    location_summary,
+    onset_stats,
+    onset_summary,
+)
 
 
 @pytest.mark.parametrize(
@@ -41,3 +46,15 @@ def test_a_located_trial_outranks_more_numerous_unlocated_ones() -> None:
 
 def test_ties_are_broken_by_name() -> None:
     assert location_summary([_at("b"), _at("a")]) == "a backward, 1 of 2"
+
+
+def test_the_numbers_behind_the_summaries() -> None:
+    assert onset_stats([3, None, 6, 4]) == {
+        "failing": 4, "known": 3, "first": 3, "last": 6, "median": 4,
+    }  # fmt: skip
+    assert onset_stats([None]) == {
+        "failing": 1, "known": 0, "first": None, "last": None, "median": None,
+    }  # fmt: skip
+    assert onset_stats([]) is None
+    records = [_at("head"), _at("head"), _at("layers.0"), None]
+    assert location_stats(records) == {"location": "head backward", "count": 2, "of": 3}

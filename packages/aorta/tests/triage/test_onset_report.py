@@ -39,6 +39,11 @@ def test_the_first_failing_steps_are_summarised_per_cell(tmp_path: Path) -> None
     assert "| Cell | Failed | First failing step |\n" in text  # no locate column without locate
     assert "| base | 2 / 4 | step 2, 2 trials |" in text
     assert "| fix |" not in text.split("## Where failures start")[1]  # no failure to place
+    cells = {c["name"]: c for c in json.loads((run_dir / "matrix.json").read_text())["cells"]}
+    assert cells["base"]["onset"] == {
+        "failing": 2, "known": 2, "first": 2, "last": 2, "median": 2, "location": None,
+    }  # fmt: skip
+    assert cells["fix"]["onset"] is None
 
 
 @pytest.mark.slow

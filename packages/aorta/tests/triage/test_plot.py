@@ -97,6 +97,49 @@ def test_figure_marks_baseline_threshold_and_failure_intervals() -> None:
     )
 
 
+def test_the_baselines_loss_traces_are_drawn_failing_and_passing_apart() -> None:
+    def trial(trial_id: int, losses: list[float | None]) -> TrialResult:
+        failed = losses[-1] is None or losses[-1] != losses[-1]
+        return make_trial(trial_id, passed=not failed, step_times_ms=[10.0] * 3, losses=losses)
+
+    base = [
+        trial(0, [2.0, 1.5, 1.2, 1.0]),
+        trial(1, [2.0, 1.6, 9.0, float("nan")]),  # blows up at step 4
+        trial(2, [2.0, 1.4, 1.1, 0.9]),
+        trial(3, [2.0, None]),  # not finite from step 2 on
+    ]
+    fix = [trial(i, [2.0, 1.5, 1.2, 1.0]) for i in range(4)]
+    matrix = build_matrix(
+        [
+            aggregate_cell("none-local", base, trials_requested=4),
+            aggregate_cell("fix-local", fix, trials_requested=4),
+        ],
+        baseline="none-local",
+        threshold=1.15,
+        bootstrap_resamples=100,
+    )
+    fig = plot.build_figure(matrix, title="t")
+    (losses,) = [ax for ax in fig.axes if ax.get_ylabel() == "loss"]
+    traces = [line for line in losses.lines if line.get_marker() != "x"]
+    red = [line for line in traces if line.get_color() == "#c44e52"]
+    assert (len(traces), len(red)) == (4, 2)
+    # Each failing trace ends with a cross at its last finite loss: step 3 (9.0), step 1 (2.0).
+    crosses = sorted(
+        (float(line.get_xdata()[0]), float(line.get_ydata()[0]))
+        for line in losses.lines
+        if line.get_marker() == "x"
+    )
+    assert crosses == [(1.0, 2.0), (3.0, 9.0)]
+    assert [t.get_text() for t in losses.get_legend().get_texts()] == [
+        "passed trial",
+        "failed trial",
+    ]
+
+
+def test_no_loss_panel_without_traces() -> None:
+    assert len(plot.build_figure(_matrix(), title="t").axes) == 2  # one loss per trial: no path
+
+
 def test_write_report_draws_a_readable_png_atomically(tmp_path: Path) -> None:
     write_report(_report(tmp_path))
     png = tmp_path / "matrix.png"

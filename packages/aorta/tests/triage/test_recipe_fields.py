@@ -89,6 +89,7 @@ def _command_recipe(tmp_path: Path) -> Recipe:
         "fingerprint_kernels": False,
         "locate": False,
         "executor": "local",
+        "adaptive": None,  # on, it would conflict with this recipe's order and stop_after
     }
     assert set(data) == set(keys(TOP_FIELDS, "file"))
     assert set(data["cells"][0]) == set(keys(CELL_FIELDS, "file"))

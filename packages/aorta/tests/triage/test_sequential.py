@@ -16,6 +16,7 @@ from aorta.triage.analysis.adaptive import (
     Counts,
     Decision,
     cells_needing_trials,
+    conditional_power,
     decide,
     fixed_verdicts,
 )
@@ -137,3 +138,14 @@ def test_at_the_maximum_an_undecided_cell_says_so_and_stops() -> None:
 def test_fixed_verdicts_are_the_matrix_rule() -> None:
     verdicts = fixed_verdicts(Counts(12, 20), {"a": Counts(0, 20), "b": Counts(11, 20)}, 0.05)
     assert verdicts == {"a": CURED, "b": NOT_CURED}
+
+
+def test_conditional_power_follows_the_trend() -> None:
+    # Half way through 20 trials: a cell far below the baseline is very likely to end cured,
+    # one at the baseline's rate almost never; the futility rule stops the latter.
+    strong = conditional_power(Counts(0, 10), Counts(7, 10), 20, 0.05)
+    none = conditional_power(Counts(5, 10), Counts(5, 10), 20, 0.05)
+    assert strong > 0.9
+    assert none < 0.01
+    decisions = _decide((5, 10), same=(5, 10))
+    assert decisions["same"] == Decision(NOT_CURED, "futile after 10 trials", 1.0)

@@ -63,6 +63,9 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
     )
     if recipe.command is not None:
         click.echo(f"command workload: {_command_settings(recipe.command)}")
+    if recipe.adaptive is not None:
+        n = recipe.adaptive.max_trials
+        click.echo(f"adaptive: rounds until every cell is decided, at most {n} trials per cell")
     if recipe.executor is not None:
         from aorta.triage.recipe.executor import describe_settings
 
@@ -75,7 +78,8 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
         shown = " ".join(f"{k}={redact_value(k, v)}" for k, v in cell.env.items())
         vars_ = shown or "(no env vars)"
         stop = cell.stop_after_failures
-        budget = f"trials={cell.trials}" if stop is None else f"trials<={cell.trials}"
+        capped = stop is not None or recipe.adaptive is not None
+        budget = f"trials<={cell.trials}" if capped else f"trials={cell.trials}"
         stop_text = "" if stop is None else f" stop_after_failures={stop}"
         click.echo(
             f"  {cell.name}: mitigations={','.join(cell.mitigations)} environment={where} "
@@ -175,6 +179,7 @@ def run_command(
     order: str,
     stop_after_failures: int | None,
     max_trials: int | None,
+    until_decided: bool,
     locate: bool,
     steps: int,
     ticket: str | None,
@@ -224,7 +229,7 @@ def run_command(
         if recipe.resolved and not dry_run:
             _say_trusted(check_recipe_file_trust(recipe, recipe_path, trusted=trust_environments))
     else:
-        trials = _trial_budget(trials, stop_after_failures, max_trials)
+        trials = _trial_budget(trials, stop_after_failures, max_trials, until_decided)
         spec = command_mapping(command, **command_flags)
         missing = [
             flag
@@ -253,6 +258,7 @@ def run_command(
             stop_after_failures=stop_after_failures,
             alpha=alpha,
             locate=locate,
+            until_decided=until_decided,
         )
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
@@ -321,19 +327,23 @@ def status_command(run_dir: Path) -> int:
 
 
 def _trial_budget(
-    trials: int | None, stop_after_failures: int | None, max_trials: int | None
+    trials: int | None, stop_after_failures: int | None, max_trials: int | None, until: bool
 ) -> int | None:
-    """Trials per cell: --trials, or with --stop-after-failures the cap --max-trials."""
-    if max_trials is not None and stop_after_failures is None:
-        raise click.UsageError("--max-trials: only with --stop-after-failures K")
-    if stop_after_failures is None:
+    """Trials per cell: --trials, or the cap --max-trials of a stopping rule
+    (--stop-after-failures K or --until-decided, one of the two)."""
+    if stop_after_failures is not None and until:
+        raise click.UsageError(
+            "--until-decided and --stop-after-failures: choose one stopping rule"
+        )
+    rule = "--stop-after-failures" if stop_after_failures is not None else "--until-decided"
+    if max_trials is not None and stop_after_failures is None and not until:
+        raise click.UsageError("--max-trials: only with --stop-after-failures K or --until-decided")
+    if stop_after_failures is None and not until:
         return trials
     if trials is not None:
-        raise click.UsageError(
-            "--trials: with --stop-after-failures give the cap as --max-trials N instead"
-        )
+        raise click.UsageError(f"--trials: with {rule} give the cap as --max-trials N instead")
     if max_trials is None:
-        raise click.UsageError("--stop-after-failures needs --max-trials N (the most per cell)")
+        raise click.UsageError(f"{rule} needs --max-trials N (the most per cell)")
     return max_trials
 
 

@@ -85,6 +85,12 @@ def executor_for(
         if detach:
             raise AortaUsageError("--detach: only with the SLURM executor")
         return LocalExecutor()
+    if recipe.adaptive is not None:
+        # Its rounds are decided one look at a time; the SLURM executor submits every trial
+        # at once as an array, so it could not stop a decided cell.
+        raise AortaUsageError(
+            "adaptive: not supported with the SLURM executor (use executor: local)"
+        )
     from aorta.triage.slurm.executor import SlurmExecutor
 
     return SlurmExecutor(recipe.executor, progress=progress, detach=detach)

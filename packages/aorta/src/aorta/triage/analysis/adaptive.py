@@ -7,7 +7,10 @@ open) `decide` judges the open cells; a decided cell gets no more trials. Verdic
   its group-sequential level (`aorta.triage.analysis.sequential`) at the cell's Holm share of alpha;
 - `not cured`: it failed significantly *more* at that level, or a cure is out of reach: even
   if the cell passed every remaining trial up to `max_trials` and the baseline failed at the
-  upper end of its 95 % Wilson interval, the final Fisher p-value would not beat alpha;
+  upper end of its 95 % Wilson interval, the final Fisher p-value would not beat alpha; or,
+  from half of `max_trials` on, the cell is futile: its conditional power under the current
+  trend (`conditional_power`, Lan & Wittes 1988; stochastic curtailment as in Jennison &
+  Turnbull 2000, ch. 10) is below 10 %;
 - `open`: neither yet; at `max_trials` an open cell stops with `max trials reached`.
 
 Family-wise level (why repeated looks do not inflate false cures). Each non-baseline cell is
@@ -27,8 +30,10 @@ adjusted Fisher p < alpha and a lower failure rate means cured (the label `—`)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Final, Literal
 
 from aorta.triage.analysis.sequential import nominal_levels
@@ -41,6 +46,7 @@ __all__ = [
     "Counts",
     "Decision",
     "cells_needing_trials",
+    "conditional_power",
     "decide",
     "fixed_verdicts",
 ]
@@ -50,6 +56,12 @@ CURED: Final = "cured"
 NOT_CURED: Final = "not cured"
 OPEN: Final = "open"
 DEFAULT_SPENDING: Final = "obrien-fleming"
+_NORMAL: Final = NormalDist()
+# Futility by stochastic curtailment: a cell whose conditional power under its current trend
+# is below 10 % stops as `not cured`, once it has half of its trials
+# (before that the trend is mostly noise). Tuned on benchmarks/adaptive_trials.py.
+FUTILITY_POWER: Final = 0.10
+FUTILITY_MIN_FRACTION: Final = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,12 +94,50 @@ def _best_case_p(cell: Counts, baseline: Counts, max_trials: int) -> float:
     return fisher_p_value(cell.failures, max_trials, base_failures, max_trials)
 
 
+def conditional_power(cell: Counts, baseline: Counts, max_trials: int, share: float) -> float:
+    """The chance that the cell ends cured at `max_trials` if the current trend continues.
+
+    The B-value formulation of Lan & Wittes (1988, "The B-value: a tool for monitoring data",
+    Biometrics 44(2):579-585): with `Z` the pooled two-proportion z statistic of a drop (cell
+    below baseline) at information fraction `t`, the current trend's drift is `Z / sqrt(t)`
+    and `CP = 1 - Phi((c - Z sqrt(t) - drift (1 - t)) / sqrt(1 - t))`, `c` the fixed design's
+    final two-sided critical value at the cell's Holm `share` of alpha.
+    """
+    n_c, n_b = cell.trials, baseline.trials
+    t = min(n_c, n_b) / max_trials
+    if t >= 1.0:
+        return 0.0
+    pooled = (cell.failures + baseline.failures) / (n_c + n_b)
+    drop = baseline.failures / n_b - cell.failures / n_c
+    se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n_c + 1.0 / n_b))
+    # No spread (every trial failed, or none did): no trend to extrapolate.
+    z = 0.0 if se == 0.0 else drop / se
+    critical = _NORMAL.inv_cdf(1.0 - share / 2.0)
+    b_value, drift = z * math.sqrt(t), z / math.sqrt(t)
+    return 1.0 - _NORMAL.cdf((critical - b_value - drift * (1.0 - t)) / math.sqrt(1.0 - t))
+
+
+def _futility(
+    cell: Counts, baseline: Counts, alpha: float, max_trials: int, share: float
+) -> str | None:
+    """Why the cell cannot end cured (the reason for matrix.md), or None."""
+    if _best_case_p(cell, baseline, max_trials) > alpha:
+        return f"a cure out of reach after {cell.trials} trials"
+    if (
+        FUTILITY_MIN_FRACTION * max_trials <= cell.trials < max_trials
+        and conditional_power(cell, baseline, max_trials, share) < FUTILITY_POWER
+    ):
+        return f"futile after {cell.trials} trials"
+    return None
+
+
 def _judge(
     cell: Counts,
     baseline: Counts,
     level: float,
     alpha: float,
     max_trials: int,
+    share: float = 0.0,
 ) -> Decision:
     """One open cell against the baseline at its current level."""
     if cell.trials == 0 or baseline.trials == 0:
@@ -98,8 +148,9 @@ def _judge(
         return Decision(CURED, f"cured after {cell.trials} trials", p)
     if p <= level and rate > base:
         return Decision(NOT_CURED, f"fails more after {cell.trials} trials", p)
-    if _best_case_p(cell, baseline, max_trials) > alpha:
-        return Decision(NOT_CURED, f"a cure out of reach after {cell.trials} trials", p)
+    futile = _futility(cell, baseline, alpha, max_trials, share)
+    if futile is not None:
+        return Decision(NOT_CURED, futile, p)
     if cell.trials >= max_trials:
         return Decision(OPEN, f"max trials reached ({max_trials})", p)
     return Decision(OPEN, f"open after {cell.trials} trials", p)
@@ -132,7 +183,7 @@ def decide(
                 continue
             cell = cells[name]
             level = levels[min(cell.trials, max_trials) - 1] if cell.trials else 0.0
-            judged = _judge(cell, baseline, level, alpha, max_trials)
+            judged = _judge(cell, baseline, level, alpha, max_trials, share)
             if judged.verdict == CURED:
                 changed = True
             result[name] = judged

@@ -97,6 +97,9 @@ class TrialSummary:
     warmup_steps: int = 0  # steps before `step_times_ms` began (left out as warm-up)
     # Where its first non-finite value appeared (`locate: true`); None: not asked.
     first_nonfinite: Mapping[str, Any] | None = None
+    # The loss per step it read (None or NaN where not finite), for matrix.png's loss panel;
+    # not written to matrix.json (the trial files have it).
+    losses: tuple[float | None, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -318,6 +321,7 @@ def aggregate_cell(
             read_warnings=trial_read_warnings(r.command),
             warmup_steps=r.warmup_steps,
             first_nonfinite=r.first_nonfinite,
+            losses=tuple(r.losses),
         )
         for r in ordered
     )

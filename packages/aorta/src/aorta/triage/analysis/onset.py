@@ -20,7 +20,7 @@ from typing import Any
 
 from aorta.instrumentation.locate_record import location_label
 
-__all__ = ["location_summary", "onset_summary"]
+__all__ = ["location_stats", "location_summary", "onset_stats", "onset_summary"]
 
 
 def _step_text(value: float) -> str:
@@ -50,12 +50,28 @@ def onset_summary(steps: Sequence[int | None]) -> str | None:
     return text
 
 
-def location_summary(records: Sequence[Mapping[str, Any] | None]) -> str | None:
-    """The most common first non-finite location among failing trials, with its share.
+def onset_stats(steps: Sequence[int | None]) -> dict[str, Any] | None:
+    """The failing trials' first failure steps as numbers (matrix.json): `failing`, `known`
+    (trials whose step is known), `first`, `last` and `median` of the known ones (None when
+    none is known); None: no failures."""
+    if not steps:
+        return None
+    known = sorted(s for s in steps if s is not None)
+    return {
+        "failing": len(steps),
+        "known": len(known),
+        "first": known[0] if known else None,
+        "last": known[-1] if known else None,
+        "median": statistics.median(known) if known else None,
+    }
 
-    `records` are the failing trials' `first_nonfinite` (None where a trial did not locate).
+
+def location_stats(records: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """The most common first non-finite location among failing trials (matrix.json):
+    `location` (its label), `count` (trials sharing it) and `of` (trials that recorded one).
+
     Located trials are preferred: `not located (...)` wins only when no trial was located. Ties
-    go to the alphabetically first label, so the summary is deterministic. None: nothing to
+    go to the alphabetically first label, so the result is deterministic. None: nothing to
     summarise (no failing trial asked for locating).
     """
     labels = [location_label(r) for r in records if r is not None]
@@ -65,4 +81,10 @@ def location_summary(records: Sequence[Mapping[str, Any] | None]) -> str | None:
     located = {k: n for k, n in counts.items() if not k.startswith("not located")}
     pool = located or counts
     best = min(pool, key=lambda label: (-pool[label], label))
-    return f"{best}, {pool[best]} of {len(labels)}"
+    return {"location": best, "count": pool[best], "of": len(labels)}
+
+
+def location_summary(records: Sequence[Mapping[str, Any] | None]) -> str | None:
+    """`layers.1.mlp.fc2 backward, 4 of 4`: `location_stats` in words (None: nothing)."""
+    found = location_stats(records)
+    return None if found is None else f"{found['location']}, {found['count']} of {found['of']}"

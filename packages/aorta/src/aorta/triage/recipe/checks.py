@@ -18,10 +18,11 @@ from aorta.triage.analysis.confound import alpha_problem, threshold_problem
 from aorta.triage.errors import RecipeCellError, RecipeProblemsError, RecipeSchemaError
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.recipe.limits import count_limit
-from aorta.triage.recipe.model import ORDERS, Order
+from aorta.triage.recipe.model import ORDERS, AdaptiveSettings, Order
 
 _MAX_REPR = 80
 _STOP_AFTER_KEYS = ("failures",)
+_ADAPTIVE_KEYS = ("max_trials",)
 T = TypeVar("T")
 
 
@@ -156,6 +157,39 @@ def stop_after_failures(where: Where, path: str, value: object) -> int | None:
         where.fail(path, "expected a mapping {failures: <positive integer>} or null", value)
     check_keys(where, path, value, _STOP_AFTER_KEYS, "stop_after")
     return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
+
+
+def adaptive_settings(where: Where, path: str, value: object) -> AdaptiveSettings | None:
+    """`adaptive: {max_trials: N}` -> its settings; absent or null -> None."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        where.fail(path, "expected a mapping {max_trials: <positive integer>} or null", value)
+    check_keys(where, path, value, _ADAPTIVE_KEYS, "adaptive")
+    key = join_path(path, "max_trials")
+    return AdaptiveSettings(positive_int(where, key, require(where, path, value, "max_trials")))
+
+
+def adaptive_conflict(
+    adaptive: AdaptiveSettings | None, order: str, stop_after: bool, trials: Sequence[int]
+) -> tuple[str, str] | None:
+    """Why an adaptive recipe cannot run as asked, as (key path, expectation); None if it can.
+
+    Adaptive trials run round by round (interleaved) and are the stopping rule themselves:
+    a `stop_after` rule or a cell with another trial count would contradict it.
+    """
+    if adaptive is None:
+        return None
+    if order != "interleaved":
+        return "order", "adaptive trials need order: interleaved (they run round by round)"
+    if stop_after:
+        return "stop_after", "choose one stopping rule: adaptive or stop_after, not both"
+    if any(n != adaptive.max_trials for n in trials):
+        return (
+            "trials",
+            f"with adaptive, every cell's trials is adaptive.max_trials ({adaptive.max_trials})",
+        )
+    return None
 
 
 def boolean(where: Where, path: str, value: object) -> bool:

@@ -114,8 +114,8 @@ TOP_FIELDS: tuple[Field, ...] = (
             Flag("--trials", "Flag mode: trials per cell.", kind="count"),
             Flag(
                 "--max-trials",
-                "Flag mode, with --stop-after-failures: the most trials a cell runs (not "
-                "--trials).",
+                "Flag mode, with --stop-after-failures or --until-decided: the most trials a "
+                "cell runs (instead of --trials).",
                 kind="count",
             ),
         ),
@@ -150,6 +150,19 @@ TOP_FIELDS: tuple[Field, ...] = (
                 "--stop-after-failures",
                 "Flag mode: stop a cell once K of its trials failed (with --max-trials N).",
                 kind="count",
+            ),
+        ),
+    ),
+    Field(
+        "adaptive",
+        "Adaptive trials: {max_trials: N}; rounds run until every cell is decided or has N.",
+        flags=(
+            Flag(
+                "--until-decided",
+                "Flag mode, with --max-trials N: run rounds until every cell's verdict is "
+                "decided (cured / not cured) or it has N trials (recipe: adaptive).",
+                kind="switch",
+                default=False,
             ),
         ),
     ),

@@ -10,6 +10,7 @@ from aorta.runner.command.flags import spec_from_flags
 from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.checks import (
     Where,
+    adaptive_conflict,
     order_mode,
     positive_int,
     safe_name,
@@ -22,6 +23,7 @@ from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     IMAGE_PREFIX,
     SUPPORTED_SCHEMA_VERSIONS,
+    AdaptiveSettings,
     Cell,
     ConfoundSettings,
     Recipe,
@@ -57,6 +59,7 @@ def recipe_from_flags(
     alpha: float = DEFAULT_ALPHA,
     command: Mapping[str, Any] | None = None,
     locate: bool = False,
+    until_decided: bool = False,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -67,7 +70,8 @@ def recipe_from_flags(
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
     `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
     `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
-    `trials` as the most it runs (`--max-trials N`); `locate` is `--locate`.
+    `trials` as the most it runs (`--max-trials N`); `locate` is `--locate`; `until_decided`
+    (`--until-decided`) makes the run adaptive with `trials` as its `max_trials`.
 
     `command` is a command workload mapping (`aorta.runner.command.flags.command_mapping`:
     the argv after `--` and the command flags) instead of a registered `workload`; exactly
@@ -90,6 +94,10 @@ def recipe_from_flags(
     if stop_after_failures is not None:
         stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
     alpha = valid_alpha(where, "--alpha", alpha)
+    adaptive = AdaptiveSettings(trials) if until_decided else None
+    conflict = adaptive_conflict(adaptive, order_value, stop_after_failures is not None, ())
+    if conflict is not None:
+        where.fail("--until-decided", conflict[1].replace("order: ", "--order "))
 
     if not mitigation_axis:
         where.fail("--mitigation-axis", "expected at least one mitigation name (e.g. none)")
@@ -144,6 +152,7 @@ def recipe_from_flags(
         command=spec,
         order=order_value,
         locate=locate,
+        adaptive=adaptive,
     )
 
 

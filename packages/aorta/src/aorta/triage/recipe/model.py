@@ -124,6 +124,14 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class AdaptiveSettings:
+    """`adaptive: {max_trials: N}`: rounds run until every non-baseline cell is decided
+    (`aorta.triage.analysis.adaptive`) or has run `max_trials` trials (every cell's `trials`)."""
+
+    max_trials: int
+
+
+@dataclass(frozen=True)
 class Recipe:
     """A validated recipe: what to run and how to judge it. Build with `load_recipe()` or
     `recipe_from_flags()`; `baseline` is the resolved baseline cell name."""
@@ -158,6 +166,9 @@ class Recipe:
     # `executor: {slurm: {...}}`: every trial a SLURM array task (`aorta.triage.slurm`);
     # None: the trials run on this machine.
     executor: SlurmSettings | None = None
+    # `adaptive: {max_trials: N}`: decided cells stop getting trials; None: every cell runs
+    # all of its trials (or up to its stop_after rule).
+    adaptive: AdaptiveSettings | None = None
 
     def __post_init__(self) -> None:
         names = [cell.name for cell in self.cells]

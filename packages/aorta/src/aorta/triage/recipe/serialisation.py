@@ -18,6 +18,7 @@ from aorta.triage.analysis.confound import DEFAULT_ALPHA
 from aorta.triage.names import image_ref_problem
 from aorta.triage.recipe.checks import (
     Where,
+    adaptive_settings,
     boolean,
     check_keys,
     join_path,
@@ -93,6 +94,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "fingerprint_kernels": recipe.fingerprint_kernels,
         "locate": recipe.locate,
         "executor": executor_dict(recipe.executor),
+        "adaptive": None if recipe.adaptive is None else {"max_trials": recipe.adaptive.max_trials},
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,
@@ -351,6 +353,7 @@ def recipe_from_resolved(
         locate=boolean(where, "locate", top.get("locate", False)),  # absent before it existed
         # Absent in files written before it existed: those ran locally.
         executor=executor_from_data(where, "executor", top.get("executor")),
+        adaptive=adaptive_settings(where, "adaptive", top.get("adaptive")),  # absent: not adaptive
     )
 
 

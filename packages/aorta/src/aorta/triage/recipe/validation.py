@@ -35,6 +35,8 @@ from aorta.triage.names import (
 from aorta.triage.recipe.checks import (
     Problems,
     Where,
+    adaptive_conflict,
+    adaptive_settings,
     boolean,
     check_keys,
     join_path,
@@ -460,8 +462,13 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     workload = problems.attempt(
         lambda: any_workload(where, "workload", require(where, "", data, "workload"), reg)
     )
-    trials = problems.attempt(
-        lambda: positive_int(where, "trials", require(where, "", data, "trials"))
+    adaptive = problems.attempt(lambda: adaptive_settings(where, "adaptive", data.get("adaptive")))
+    trials = problems.attempt(  # adaptive: `trials` defaults to its max_trials
+        lambda: (
+            adaptive.max_trials
+            if adaptive is not None and "trials" not in data
+            else positive_int(where, "trials", require(where, "", data, "trials"))
+        )
     )
     steps = problems.attempt(
         lambda: positive_int(where, "steps", require(where, "", data, "steps"))
@@ -502,6 +509,10 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         problems.attempt(
             partial(check_command_environment, where, env_path, cell.environment, is_command)
         )
+    stops = stop_after is not None or any(c.stop_after_failures is not None for c in cells)
+    conflict = adaptive_conflict(adaptive, order, stops, [c.trials for c in cells])
+    if conflict is not None:
+        problems.attempt(lambda: where.fail(*conflict))
     explicit = confound_raw.get("baseline_cell")
     baseline: str | None = None
     if len(cells) == len(cells_raw) and cells:  # judged only against a complete cell list
@@ -541,4 +552,5 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         fingerprint_kernels=bool(fingerprint),
         locate=bool(locate),
         executor=executor,
+        adaptive=adaptive,
     )

@@ -16,6 +16,7 @@ from aorta.triage.analysis.step_sources import SOURCES_NOTE, load_range, sources
 from aorta.triage.layout import HOST_ENV_NAME, PLOT_NAME, RunDir
 from aorta.triage.names import NO_TICKET
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.report.adaptive_report import adaptive_section
 from aorta.triage.report.onset_report import node_warning, onset_section
 from aorta.triage.report.output import (
     ENV_SCOPE_PREFIX,
@@ -402,4 +403,6 @@ def render_markdown(report: MatrixReport, plot: PlotOutcome | None = None) -> st
     lines.extend(["## Notes", "", *_notes(report)])
     onset = onset_section(report.matrix, report.recipe.locate)
     lines.extend(["", *onset[:-1]] if onset else [])  # after the notes: the summary ends there
+    adaptive = adaptive_section(report.matrix, report.recipe)
+    lines.extend(["", *adaptive[:-1]] if adaptive else [])
     return "\n".join(lines) + "\n"

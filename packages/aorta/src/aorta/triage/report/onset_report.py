@@ -9,12 +9,19 @@ non-finite location among them (`onset.location_summary`); and the banner of
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from aorta.triage.analysis.cells import TrialSummary
 from aorta.triage.analysis.matrix import Matrix
 from aorta.triage.analysis.nodes import node_banner, node_rates
-from aorta.triage.analysis.onset import location_summary, onset_summary
+from aorta.triage.analysis.onset import (
+    location_stats,
+    location_summary,
+    onset_stats,
+    onset_summary,
+)
 
-__all__ = ["node_warning", "onset_section"]
+__all__ = ["node_warning", "onset_json", "onset_section"]
 
 
 def onset_section(matrix: Matrix, locate: bool) -> list[str]:
@@ -52,3 +59,14 @@ def node_warning(matrix: Matrix, alpha: float) -> str | None:
         for t in row.stats.trials
     ]
     return node_banner(node_rates(pairs), alpha)
+
+
+def onset_json(trials: Sequence[TrialSummary]) -> dict[str, Any] | None:
+    """A cell's `onset` in matrix.json: its failing trials' first failure steps
+    (`onset.onset_stats`) and most common first non-finite location (`location`, null when
+    no failing trial located); None when no trial failed."""
+    failing = [t for t in trials if t.outcome == "failed"]
+    steps = onset_stats([t.failed_at_step for t in failing])
+    if steps is None:
+        return None
+    return {**steps, "location": location_stats([t.first_nonfinite for t in failing])}

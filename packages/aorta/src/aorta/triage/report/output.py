@@ -45,6 +45,8 @@ from aorta.triage.analysis.step_sources import load_range
 from aorta.triage.layout import relative_trial_path
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.recipe import Cell, Recipe
+from aorta.triage.report.adaptive_report import adaptive_json
+from aorta.triage.report.onset_report import onset_json
 
 __all__ = [
     "NO_TICKET",
@@ -164,6 +166,7 @@ def _cell_json(row: MatrixRow, cell: Cell | None, report: MatrixReport) -> dict[
     # "trials" already holds the per-trial records, hence the "effective_" prefix.
     data["effective_trials"] = cell.trials if cell is not None else None
     data["effective_steps"] = cell.steps if cell is not None else None
+    data["onset"] = onset_json(row.stats.trials)
     return data
 
 
@@ -213,6 +216,7 @@ def report_json(report: MatrixReport) -> dict[str, Any]:
         "warnings": list(matrix.warnings),
         "notes": list(matrix.notes),
         "cells": [_cell_json(row, cells.get(row.name), report) for row in matrix.rows],
+        "adaptive": adaptive_json(matrix, recipe),
     }
 
 

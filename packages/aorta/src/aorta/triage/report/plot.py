@@ -8,6 +8,8 @@ Two panels share the cell axis (one row per cell, in matrix order):
   `threshold x` that mean, past which the Confound column reads `speed (+N%)`.
 - right, failures: each cell's failure rate with its Wilson interval as an error bar, the
   baseline's rate as a dotted line, and `failed/run` written beside it.
+- below, when the baseline's trials recorded losses: their loss traces, failing and passing
+  trials apart (`aorta.triage.report.loss_plot`).
 
 matplotlib is imported lazily (it is an optional extra and costs ~0.5 s) and only through
 its object-oriented API with the Agg canvas: no pyplot, no global backend switch, no display
@@ -25,6 +27,7 @@ from typing import Any
 from aorta.atomic import write_bytes_atomic
 from aorta.triage.analysis.matrix import Matrix, MatrixRow
 from aorta.triage.layout import RunDir
+from aorta.triage.report.loss_plot import baseline_with_losses, draw_baseline_losses
 
 INSTALL_HINT = "pip install 'aorta[plot]'"
 
@@ -38,6 +41,7 @@ _COLOURS = {
 _SPEED_COLOUR = "#dd8452"
 _ERROR_COLOUR = "#c44e52"
 _DPI = 110
+_LOSS_PANEL_HEIGHT = 3.0
 
 
 @dataclass(frozen=True)
@@ -196,8 +200,14 @@ def build_figure(matrix: Matrix, *, title: str) -> Any:
     figure_class = _import_matplotlib()
     rows = matrix.rows
     height = 1.6 + 0.75 * len(rows)
-    fig = figure_class(figsize=(12, height), dpi=_DPI, layout="constrained")
-    left, right = fig.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
+    losses = baseline_with_losses(matrix)
+    extra = 0.0 if losses is None else _LOSS_PANEL_HEIGHT
+    fig = figure_class(figsize=(12, height + extra), dpi=_DPI, layout="constrained")
+    top = fig
+    if losses is not None:  # a third panel below, across the width
+        top, bottom = fig.subfigures(2, 1, height_ratios=[height, extra])
+        draw_baseline_losses(bottom.subplots(), losses)
+    left, right = top.subplots(1, 2, sharey=True, gridspec_kw={"width_ratios": [3, 2]})
     _draw_step_times(left, rows, matrix)
     _draw_failures(right, rows, matrix)
     left.set_yticks(range(len(rows)), [_label(r) for r in rows], fontsize=8)

@@ -19,10 +19,12 @@ from aorta.errors import AortaError
 from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSessionLike, open_trials, run_trials
+from aorta.triage.analysis.adaptive_replay import AdaptiveRule
 from aorta.triage.analysis.cells import NOT_RUN, CellStats, error_cell
 from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.report.reporting import CellPlan
+from aorta.triage.run.adaptive import look_before_round
 from aorta.triage.run.assemble import cell_stats, stop_rule_met
 from aorta.triage.run.executor import Execution, RunContext
 from aorta.triage.run.inflight import settle_trials_in_flight
@@ -141,6 +143,12 @@ class _Scheduler:
         ]
         self.fresh_process = any(cell.needs_fresh_process for cell in recipe.cells)
         self.rounds: list[list[str]] = []
+        adaptive = recipe.adaptive
+        self.rule = (
+            None
+            if adaptive is None
+            else AdaptiveRule(max_trials=adaptive.max_trials, alpha=recipe.confound.alpha)
+        )
 
     def _start(self, run: _CellRun, *, whole_cell: bool) -> None:
         """Probe the cell's environment if new and (unless `whole_cell`) open its session."""
@@ -205,6 +213,7 @@ class _Scheduler:
                 self._finish(run)
         rounds = max((run.cell.trials for run in self.runs), default=0)
         for k in range(rounds):
+            self._stop_decided(k)
             ran: list[str] = []
             self.rounds.append(ran)
             for name in round_order(self.context.recipe.order_seed, k, names):
@@ -219,6 +228,23 @@ class _Scheduler:
                     ran.append(name)
                 if run.error is not None or not run.pending:
                     self._finish(run)
+
+    def _stop_decided(self, round_index: int) -> None:
+        """Adaptive runs: before a round, end the cells that the looks so far decided (and
+        the baseline once no cell needs it); a resume replays the same looks."""
+        if self.rule is None or round_index == 0:
+            return
+        # A cell that could not run at all is no hypothesis: it must not hold the baseline.
+        results = {r.cell.name: r.results for r in self.runs if r.error is None or r.results}
+        look = look_before_round(self.rule, self.context.recipe, results, round_index)
+        for run in self.runs:
+            if run.done or run.cell.name not in look.stopping:
+                continue
+            run.pending.clear()
+            if not run.started:  # a resumed cell the earlier attempts had already decided
+                self._start(run, whole_cell=True)
+                self.context.reporter.cell_started(run.index)
+            self._finish(run)
 
     def interrupted(self) -> None:
         """After Ctrl-C or a crash: take the trials a cell in progress left on disk."""

@@ -1,0 +1,220 @@
+"""Adaptive trials in a real run: `adaptive: {max_trials: N}` / `--until-decided`.
+
+Every trial is a real Python process (a command workload). Which trials fail is set per
+cell by a pattern of 0/1 indexed by the trial's `{seed}` (trial k has seed k), so the
+adaptive rule's course is known in advance: a clear-cut matrix (the baseline fails every
+trial, the mitigation none) is decided early; a borderline one (a cell that neither reaches
+the group-sequential level nor becomes futile) runs to `N`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+AORTA = str(Path(sys.executable).with_name("aorta"))
+# Fails (a non-finite loss, which the default patterns know) when the pattern says so.
+SCRIPT = (
+    "import sys, time\n"
+    "seed, pattern, pause = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])\n"
+    "time.sleep(pause)\n"
+    "print('loss: nan' if pattern[seed] == '1' else 'loss: 1.0')\n"
+)
+
+
+def _recipe(tmp_path: Path, patterns: dict[str, str], n: int, pause: float = 0.0) -> Path:
+    cells = [
+        {
+            "name": name,
+            "mitigations": ["none"],
+            "environment": "local",
+            "command_args": [pattern, str(pause)],
+        }
+        for name, pattern in patterns.items()
+    ]
+    recipe = {
+        "schema_version": 1,
+        "workload": {"command": [sys.executable, "-c", SCRIPT, "{seed}"]},
+        "steps": 1,
+        "adaptive": {"max_trials": n},
+        "confound": {"baseline_cell": next(iter(patterns))},
+        "cells": cells,
+    }
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(recipe))
+    return path
+
+
+def _aorta(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [AORTA, "triage", "run", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def _run_dir(root: Path) -> Path:
+    (run_dir,) = [p.parent for p in root.rglob("recipe.resolved.yaml")]
+    return run_dir
+
+
+def _trial_ids(run_dir: Path, cell: str) -> list[int]:
+    return sorted(
+        int(p.stem.split("_")[1]) for p in (run_dir / "cells" / cell).glob("trial_*.json")
+    )
+
+
+def test_a_clear_cut_matrix_stops_early_and_says_why(tmp_path: Path) -> None:
+    n = 12
+    path = _recipe(tmp_path, {"baseline": "1" * n, "fix": "0" * n}, n)
+    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path / "out")
+    # 0 of k against k of k: Fisher p beats the O'Brien-Fleming level at k = 6 (p = 0.0022);
+    # the baseline stops with it, as no cell needs it any more.
+    assert _trial_ids(run_dir, "fix") == list(range(6))
+    assert _trial_ids(run_dir, "baseline") == list(range(6))
+    matrix = json.loads((run_dir / "matrix.json").read_text())
+    assert matrix["adaptive"]["max_trials"] == n
+    assert matrix["adaptive"]["cells"]["fix"]["stopped"] == "decided cured"
+    assert matrix["adaptive"]["cells"]["fix"]["trials"] == 6
+    text = (run_dir / "matrix.md").read_text()
+    assert "## Adaptive trials" in text
+    assert "| fix | 6 | decided cured | cured after 6 trials |" in text
+    resolved = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text())
+    assert resolved["adaptive"] == {"max_trials": n}
+
+
+def test_the_dry_run_says_the_run_is_adaptive(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
+    done = _aorta("--recipe", str(path), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "adaptive: rounds until every cell is decided, at most 4 trials per cell" in done.stdout
+    assert "fix: mitigations=none environment=local trials<=4 " in done.stdout
+
+
+def test_a_cell_without_effect_stops_as_not_cured(tmp_path: Path) -> None:
+    n = 10
+    same = "1101101101"
+    path = _recipe(tmp_path, {"baseline": same, "same": same}, n)
+    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path / "out")
+    stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["same"]
+    assert stop["stopped"] == "decided not cured"
+    assert stop["trials"] < n
+
+
+def test_a_borderline_matrix_runs_to_max_trials(tmp_path: Path) -> None:
+    # 1 of 8 against 6 of 8: Fisher p = 0.041, below alpha for a fixed design but not below
+    # the last look's group-sequential level, and never futile on the way.
+    n = 8
+    path = _recipe(tmp_path, {"baseline": "11011011", "maybe": "00001000"}, n)
+    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    run_dir = _run_dir(tmp_path / "out")
+    assert _trial_ids(run_dir, "maybe") == list(range(n))
+    assert _trial_ids(run_dir, "baseline") == list(range(n))
+    stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["maybe"]
+    assert (stop["stopped"], stop["trials"]) == ("reached max trials", n)
+
+
+def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
+    n = 12
+    path = _recipe(tmp_path, {"baseline": "1" * n, "fix": "0" * n}, n, pause=0.3)
+    proc = subprocess.Popen(
+        [AORTA, "triage", "run", "--recipe", str(path), "--output-dir", str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("out/*/*/*/cells/fix/trial_1.json")):
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no trial finished in time")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    run_dir = _run_dir(tmp_path / "out")
+    assert len(_trial_ids(run_dir, "fix")) < 6  # interrupted before the rule decided
+
+    done = subprocess.run(
+        [AORTA, "triage", "run", "--resume", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=os.environ,
+    )
+    assert done.returncode == 0, done.stderr
+    # Exactly where an uninterrupted run stops: the looks were replayed from the trials on disk.
+    assert _trial_ids(run_dir, "fix") == list(range(6))
+    assert _trial_ids(run_dir, "baseline") == list(range(6))
+    stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["fix"]
+    assert stop["stopped"] == "decided cured"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (("--trials", "4"), "--trials: with --until-decided give the cap as --max-trials N"),
+        ((), "--until-decided needs --max-trials N"),
+        (
+            ("--max-trials", "4", "--stop-after-failures", "2"),
+            "--until-decided and --stop-after-failures: choose one stopping rule",
+        ),
+        (
+            ("--max-trials", "4", "--order", "sequential"),
+            "--until-decided: adaptive trials need --order interleaved",
+        ),
+    ],
+)
+def test_contradictory_flags_are_one_usage_error(extra: tuple[str, ...], message: str) -> None:
+    done = _aorta(
+        "--mode", "matrix", "--mitigation-axis", "none", "--environment-axis", "local",
+        "--until-decided", *extra, "--dry-run", "--", sys.executable, "-c", "pass",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"order": "sequential"}, "order: adaptive trials need order: interleaved"),
+        ({"stop_after": {"failures": 2}}, "stop_after: choose one stopping rule"),
+        ({"trials": 5}, "trials: with adaptive, every cell's trials is adaptive.max_trials (4)"),
+        ({"adaptive": {"max_trials": 0}}, "adaptive.max_trials: expected a positive integer"),
+        ({"adaptive": {"max": 3}}, "adaptive"),
+    ],
+)
+def test_contradictory_recipes_are_one_line_each(
+    tmp_path: Path, extra: dict[str, object], message: str
+) -> None:
+    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, **extra}))
+    done = _aorta("--recipe", str(path), "--dry-run")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_an_adaptive_recipe_on_slurm_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "executor": {"slurm": {"partition": "gpu"}}}))
+    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "adaptive: not supported with the SLURM executor (use executor: local)" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not list((tmp_path / "out").rglob("trial_*.json"))
