@@ -201,7 +201,7 @@ def test_run_trials_runs_only_the_selected_trial_ids(tmp_path: Path) -> None:
         (["--resume", "RUN", "--output-dir", "elsewhere"], "--output-dir: not used with --resume"),
         (
             ["--recipe", "r.yaml", "--steps", "5", "--ticket", "T"],
-            "--steps, --ticket: only for --mode matrix, not used with --recipe",
+            "--ticket, --steps: only for --mode matrix, not used with --recipe",
         ),
     ],
 )
