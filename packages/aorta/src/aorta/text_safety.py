@@ -8,12 +8,15 @@ hyperlinks) or inject raw HTML and links into `matrix.md`. Each sink gets its ow
 - `terminal_text`: one line; every control character (C0, DEL, C1, ESC), and the Unicode
   bidirectional overrides that reorder what is shown, becomes a visible `\\xNN` / `\\uNNNN`
   escape, newlines and tabs become spaces;
-- `markdown_text`: `terminal_text`, then `<`, `>`, `[`, `]` and `|` written as HTML entities,
-  so no raw HTML, autolink, link, image or table cell can start inside it. Entities rather
-  than backslashes, so a backslash in the text cannot cancel the escape; code spans and
-  emphasis stay possible (harmless, and aorta's own warnings use code spans).
+- `markdown_text`: `terminal_text`, then, outside code spans, `<`, `>`, `[`, `]` and `|`
+  written as HTML entities, so no raw HTML, autolink, link, image or table cell can start
+  inside it. Entities rather than backslashes, so a backslash in the text cannot cancel the
+  escape; emphasis stays possible (harmless). Inside a code span (aorta's own messages quote
+  commands in them, e.g. `pip install 'aorta[plot]'`) nothing but `|` can start markup, and
+  an entity would be shown as typed, so only `|` is escaped there, as `\\|` (GFM's escape for
+  a pipe inside a table cell's code span).
 
-Both run in linear time (one `str.translate` and one regex pass).
+Both run in linear time (one `str.translate`, one split on backtick runs and one pass).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0
 _VISIBLE = str.maketrans({**_CONTROLS, **{c: f"\\u{c:04x}" for c in _BIDI}})
 
 _MARKDOWN = str.maketrans({"<": "&lt;", ">": "&gt;", "[": "&#91;", "]": "&#93;", "|": "&#124;"})
+_CODE_PIPE = str.maketrans({"|": "\\|"})
+_BACKTICKS = re.compile(r"(`+)")
 
 
 def terminal_text(text: str) -> str:
@@ -39,4 +44,25 @@ def terminal_text(text: str) -> str:
 
 def markdown_text(text: str) -> str:
     """`text` as one line of inert Markdown (see the module docstring)."""
-    return terminal_text(text).translate(_MARKDOWN)
+    # Odd items are backtick runs. CommonMark: a run of n backticks opens a code span closed
+    # by the next run of exactly n; `closer[i]` is that run's index, found in one backward pass.
+    parts = _BACKTICKS.split(terminal_text(text))
+    closer: dict[int, int] = {}
+    next_of_length: dict[int, int] = {}
+    for i in range(len(parts) - 2, 0, -2):
+        length = len(parts[i])
+        if length in next_of_length:
+            closer[i] = next_of_length[length]
+        next_of_length[length] = i
+    out: list[str] = []
+    i = 0
+    while i < len(parts):
+        if i % 2 == 1 and i in closer:  # a code span: its content is literal text
+            end = closer[i]
+            inner = "".join(parts[i + 1 : end])
+            out.extend([parts[i], inner.translate(_CODE_PIPE), parts[end]])
+            i = end + 1
+            continue
+        out.append(parts[i] if i % 2 == 1 else parts[i].translate(_MARKDOWN))
+        i += 1
+    return "".join(out)

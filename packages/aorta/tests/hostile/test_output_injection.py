@@ -37,6 +37,16 @@ def test_markdown_text_starts_no_html_link_or_table_cell() -> None:
     assert "](" not in shown
 
 
+def test_code_spans_keep_their_text_and_only_pipes_are_escaped_inside() -> None:
+    # An entity inside a code span is shown as typed: aorta's own quoted commands must survive.
+    assert markdown_text("run `pip install 'aorta[plot]'` [x](y)") == (
+        "run `pip install 'aorta[plot]'` &#91;x&#93;(y)"
+    )
+    assert markdown_text("``a`|b`` c|d") == "``a`\\|b`` c&#124;d"
+    # An unclosed backtick opens nothing: what follows is escaped as outside a span.
+    assert markdown_text("`open <b>[l](u)") == "`open &lt;b&gt;&#91;l&#93;(u)"
+
+
 def test_a_jobs_output_reaches_terminal_and_matrix_md_inert(tmp_path: Path) -> None:
     script = f"import sys; print({HOSTILE!r}); sys.exit(1)"
     done = subprocess.run(
