@@ -13,10 +13,11 @@ DEV_TOOLS := ruff mypy types-PyYAML
 
 .PHONY: install demo test lint bench fuzz clean
 
-$(STAMP): packages/aorta/pyproject.toml packages/triton-invariance/pyproject.toml \
+$(STAMP): packages/toolkit-core/pyproject.toml packages/aorta/pyproject.toml packages/triton-invariance/pyproject.toml \
           packages/oellm-autoexp/pyproject.toml constraints/cpu.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -c constraints/cpu.txt \
+	    -e 'packages/toolkit-core[yaml,test]' \
 	    -e 'packages/aorta[torch,plot,test]' \
 	    -e 'packages/triton-invariance[triton,test]' \
 	    -e 'packages/oellm-autoexp[test]' \

@@ -10,7 +10,6 @@ import matplotlib.image
 import pytest
 from aorta_testing import make_trial
 
-from aorta.atomic import write_text_atomic
 from aorta.cli import plot_job
 from aorta.runner.models import TrialResult
 from aorta.triage import plot
@@ -19,6 +18,7 @@ from aorta.triage.output import MatrixReport, draw_plot, render_markdown, write_
 from aorta.triage.plot import PlotOutcome
 from aorta.triage.reanalysis import reanalyze
 from aorta.triage.recipe import dump_resolved_yaml, recipe_from_flags
+from toolkit_core.atomic import write_text_atomic
 
 
 def _trial(trial_id: int, *, passed: bool, ms: float) -> TrialResult:

@@ -503,7 +503,6 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     plan id is a hash of the resolved config, so re-planning the same config rewrites identical
     files and a changed config gets a new directory: an earlier plan is never overwritten.
     """
-    from oellm_autoexp.atomic import write_text_atomic
     from oellm_autoexp.config.yaml_text import dump_text
     from oellm_autoexp.slurm.validate import (
         bash_syntax_check,
@@ -511,6 +510,7 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
         sbatch_available,
         sbatch_test_only,
     )
+    from toolkit_core.atomic import write_text_atomic
 
     plan = result.plan
     by_path = {script.path: script for script in plan.scripts}
@@ -521,19 +521,22 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     # One sync for all scripts instead of one fsync each (2,000 per-job scripts: 14 s -> 7 s here);
     # plan.json, written last and fsynced, marks a complete plan directory.
     for path, text in result.scripts.items():
-        write_text_atomic(path, text, mode=0o700, fsync=False)
+        write_text_atomic(path, text, mode=0o700, fsync=False, overwrite=True)
     os.sync()
     for name, text in result.artifacts.items():
-        write_text_atomic(plan.plan_dir / name, text)
-    write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config))
+        write_text_atomic(plan.plan_dir / name, text, overwrite=True)
+    write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config), overwrite=True)
     if result.store_sweep_json:
         write_text_atomic(
             plan.plan_dir / "sweep.json",
             _json_one_item_per_line(
                 {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
             ),
+            overwrite=True,
         )
-    write_text_atomic(plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"))
+    write_text_atomic(
+        plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"), overwrite=True
+    )
     checked = list(result.scripts)[:CHECKED_SCRIPTS]
     bash_syntax_check(checked)
     notes: list[str] = []

@@ -154,11 +154,11 @@ def run_command(
     Exit code 0 when every trial passed, 1 when any trial failed or errored (could not
     measure; stderr says so), 2 for bad input.
     """
-    from aorta.atomic import create_run_dir
     from aorta.registry.loader import get_workload
     from aorta.runner import RunRequest, run_trials
     from aorta.runner.trials import distributed_rank
-    from aorta.timestamps import dir_stamp
+    from toolkit_core.atomic import create_run_dir
+    from toolkit_core.timestamps import dir_stamp
 
     spec = _command_spec(workload, command_mapping(command, **command_flags))
     if spec is not None:

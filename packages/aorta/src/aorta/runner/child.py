@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import write_json_atomic
 from aorta.registry.models import Environment, Mitigation
 from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
 from aorta.runner.launchers import Launcher, python_launcher
@@ -27,6 +26,7 @@ from aorta.runner.lifetime import child_tmp_prefix, die_with_parent, remove_orph
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.ownership import TrialOwnership
 from aorta.runner.resolve import ResolvedRequest, resolve_request
+from toolkit_core.atomic import write_json_atomic
 
 # How much of a crashed child's log ends up in the failed trial's `traceback` field.
 _LOG_TAIL_CHARS = 8000

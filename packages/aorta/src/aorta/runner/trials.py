@@ -9,7 +9,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from aorta.atomic import write_json_atomic
 from aorta.errors import EnvironmentUnavailableError, OutputExistsError
 from aorta.runner.child import run_trial_in_child
 from aorta.runner.environ import applied_environ
@@ -20,6 +19,7 @@ from aorta.runner.ownership import owning_trial
 from aorta.runner.reporting import NullReporter, TrialReporter
 from aorta.runner.resolve import ResolvedRequest, resolve_request
 from aorta.workloads.contract import StepCallback
+from toolkit_core.atomic import write_json_atomic
 
 
 def distributed_rank() -> tuple[int, int]:

@@ -8,7 +8,7 @@ Layout (one directory per invocation, never reused)::
 
 `new_run_dir` creates that directory exclusively; `write_report` writes `matrix.json` (full data),
 `matrix.png` (the picture, when matplotlib is installed) and `matrix.md` (the readable table).
-Every file goes through `aorta.atomic`, so a reader never sees a half-written matrix.
+Every file goes through `toolkit_core.atomic`, so a reader never sees a half-written matrix.
 
 Rendering choices the spec leaves open, made here (the Notes section of matrix.md repeats the
 reader-facing ones):
@@ -39,15 +39,15 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from aorta.atomic import create_run_dir, write_json_atomic, write_text_atomic
 from aorta.instrumentation.redaction import redact_environ
-from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.hardware import hardware_summary
 from aorta.triage.matrix import Matrix, MatrixRow, executions
 from aorta.triage.names import NO_TICKET, safe_name_problem
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
+from toolkit_core.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from toolkit_core.timestamps import dir_stamp, iso_stamp
 
 __all__ = [
     "JSON_NAME",
@@ -106,8 +106,8 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
     """Create `<output_root>/<ticket or _no_ticket_>/<workload>/<YYYY-MM-DDTHH-MM-SS>/`.
 
     The directory is created exclusively and never reused: a second run in the same second
-    gets `-1`, `-2`, ... appended (`aorta.atomic.create_run_dir`). `now` is converted to UTC (a
-    naive value is taken as UTC). Returns the directory and the run timestamp as ISO UTC text
+    gets `-1`, `-2`, ... appended (`toolkit_core.atomic.create_run_dir`). `now` is converted to
+    UTC (a naive value is taken as UTC). Returns the directory and the run timestamp as ISO UTC text
     (`2026-04-28T14:12:03Z`). Raises `ValueError` if the ticket or workload is not a safe
     directory name (the recipe loader already guarantees it; this guards other callers).
     """

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import write_bytes_atomic
 from aorta.triage.matrix import Matrix, MatrixRow
+from toolkit_core.atomic import write_bytes_atomic
 
 PLOT_NAME = "matrix.png"
 INSTALL_HINT = "pip install 'aorta[plot]'"

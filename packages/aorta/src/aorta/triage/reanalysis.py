@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from aorta.errors import AortaUsageError
-from aorta.timestamps import iso_stamp
 from aorta.triage.confound import alpha_problem, threshold_problem
 from aorta.triage.matrix import CellStats, error_cell
 from aorta.triage.output import MatrixReport, write_report
@@ -29,6 +28,7 @@ from aorta.triage.rundir import (
     run_dir_lock,
     trials_on_disk,
 )
+from toolkit_core.timestamps import iso_stamp
 
 NO_TRIALS = "no trial results on disk"
 ON_SLURM = "not finished: its trials are still queued or running on SLURM"

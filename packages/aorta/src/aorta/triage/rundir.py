@@ -17,16 +17,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import create_run_dir, write_text_atomic
 from aorta.errors import AortaUsageError, OutputWriteError
 from aorta.runner.models import TrialResult
-from aorta.timestamps import dir_stamp
 from aorta.triage.inflight import busy_message
 from aorta.triage.matrix import CellStats, aggregate_cell
 from aorta.triage.output import JSON_NAME, MARKDOWN_NAME, PLOT_NAME, cell_dir
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_resolved
 from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
+from toolkit_core.atomic import create_run_dir, write_text_atomic
+from toolkit_core.timestamps import dir_stamp
 
 RESOLVED_NAME = "recipe.resolved.yaml"
 LOCK_NAME = ".triage.lock"

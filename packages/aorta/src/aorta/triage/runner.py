@@ -20,14 +20,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aorta.atomic import write_json_atomic, write_text_atomic
-from aorta.errors import AortaError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSessionLike, distributed_rank, open_trials, run_trials
-from aorta.timestamps import iso_stamp
 from aorta.triage.inflight import settle_trials_in_flight
 from aorta.triage.matrix import NOT_RUN, CellStats, error_cell
 from aorta.triage.output import (
@@ -54,6 +51,9 @@ from aorta.triage.rundir import (
     write_run_recipe,
 )
 from aorta.triage.schedule import round_order
+from toolkit_core.atomic import write_json_atomic, write_text_atomic
+from toolkit_core.errors import ToolkitError
+from toolkit_core.timestamps import iso_stamp
 
 # Injected by tests that need a specific probe outcome; the real probe by default.
 Probe = Callable[..., EnvSnapshot]
@@ -217,7 +217,7 @@ class _Scheduler:
         request = _request(session, cell, run.pending, fresh_process=self.fresh_process)
         try:
             run.trials = open_trials(request, session.reporter)
-        except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+        except ToolkitError as exc:  # environment unavailable, bad workload parameter, a write
             run.error = str(exc)
 
     def _finish(self, run: _CellRun) -> None:
@@ -251,7 +251,7 @@ class _Scheduler:
                 )
                 try:
                     run.results.extend(run_trials(request, self.session.reporter))
-                except AortaError as exc:
+                except ToolkitError as exc:
                     run.error = str(exc)
                 run.pending.clear()
             while run.error is None and run.pending:

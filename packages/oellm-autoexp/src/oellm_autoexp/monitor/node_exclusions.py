@@ -23,10 +23,10 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError
 from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import JobRecord
+from toolkit_core.atomic import write_text_atomic
 
 EXCLUSIONS_FILE = "excluded_nodes.json"
 _FORMAT = "oellm-autoexp/excluded-nodes/1"
@@ -72,7 +72,7 @@ def add_project_exclusions(state_dir: Path, nodes: Iterable[str]) -> list[str]:
         merged = current + [n for n in dict.fromkeys(nodes) if n not in current]
         if merged != current:
             document = {"format": _FORMAT, "nodes": merged}
-            write_text_atomic(path, json.dumps(document, indent=2) + "\n")
+            write_text_atomic(path, json.dumps(document, indent=2) + "\n", overwrite=True)
     return merged
 
 

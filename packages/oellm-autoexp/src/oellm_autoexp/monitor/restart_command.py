@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.persistence.session import JobRecord, Session
+from toolkit_core.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from oellm_autoexp.backends.base import JobContext
@@ -80,7 +80,7 @@ class RestartScripts:
         launch = backend.build_launch(changed)
         text = self._render(root, job, planned, changed, launch.argv, launch.env)
         path = self._new_path(job)
-        write_text_atomic(path, text)
+        write_text_atomic(path, text, overwrite=True)
         return RestartScript(path, overrides)
 
     def _config(self) -> RootConfig:

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
-from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.config.yaml_text import load_text, read_config_text, yaml_error
 from oellm_autoexp.errors import AutoexpError, ConfigError
 from oellm_autoexp.monitor.triage_recipe import JobCommand, check_template, triage_recipe
 from oellm_autoexp.persistence.session import TriageEvent
 from oellm_autoexp.safe_paths import make_dirs_inside
+from toolkit_core.atomic import write_text_atomic
 
 AORTA_ENV = "AUTOEXP_AORTA"  # the aorta executable to use (a path or a name on PATH)
 RECIPE_NAME = "recipe.yaml"
@@ -178,13 +178,15 @@ def launch_triage(request: TriageRequest) -> TriageEvent:
         log=str(log_path),
     )
     recipe = triage_recipe(template, request.command)
-    write_text_atomic(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
+    write_text_atomic(recipe_path, yaml.safe_dump(recipe, sort_keys=False), overwrite=True)
     argv = [aorta, "triage", "run", "--recipe", str(recipe_path)]
     argv += ["--output-dir", str(output_dir), "--progress", "plain"]
     # The job's environment is the trial's base (the cells' mitigations go on top of it);
     # owner-only, as the session file: it may hold the job's secrets.
     launch = {"argv": argv, "env": dict(request.command.env), "cwd": str(Path.cwd())}
-    write_text_atomic(directory / LAUNCH_NAME, json.dumps(launch, indent=1) + "\n", mode=0o600)
+    write_text_atomic(
+        directory / LAUNCH_NAME, json.dumps(launch, indent=1) + "\n", mode=0o600, overwrite=True
+    )
     try:
         with log_path.open("ab") as log:
             process = subprocess.Popen(  # argv, never a shell

@@ -9,7 +9,6 @@ SLURM (by job comment) whether that sbatch went through.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.monitor.states import MonitorState
+from toolkit_core.timestamps import iso_stamp, utc_now
 
 SESSION_FORMAT = "oellm-autoexp-session"
 SESSION_VERSION = 1
@@ -31,7 +31,7 @@ def new_session_id() -> str:
 
 def utc_now_iso() -> str:
     """The current time as an ISO-8601 UTC string (session timestamps)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return iso_stamp(utc_now())
 
 
 @dataclass

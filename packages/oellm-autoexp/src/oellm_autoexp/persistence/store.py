@@ -18,10 +18,10 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError, ConfigError
 from oellm_autoexp.persistence.session import SESSION_FORMAT, SESSION_VERSION, Session
 from oellm_autoexp.safe_paths import make_dirs_inside, read_regular_text
+from toolkit_core.atomic import write_text_atomic
 
 STATE_DIR_NAME = "monitoring_state"
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -85,7 +85,7 @@ class SessionStore:
         body = ",\n".join(json.dumps(job, allow_nan=False, separators=(",", ":")) for job in jobs)
         text = head[:-2] + ',\n "jobs": [\n' + body + "\n]\n}\n"
         self._ensure_dir()
-        return write_text_atomic(self.path(session.session_id), text)
+        return write_text_atomic(self.path(session.session_id), text, overwrite=True)
 
     def create(self, session: Session) -> Path:
         """Write a new session; an existing file of that id is never replaced."""
@@ -147,7 +147,9 @@ class SessionStore:
             # The lock file itself is truncated by every attempt to take it, so the holder's
             # PID lives in a sibling file that only the holder writes.
             write_text_atomic(
-                owner_path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n"
+                owner_path,
+                json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n",
+                overwrite=True,
             )
             yield
         finally:

@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.command.logtail import last_line, log_tail
@@ -28,6 +27,7 @@ from aorta.runner.ownership import owning_trial
 from aorta.runner.reporting import TrialReporter
 from aorta.runner.resolve import request_mitigations
 from aorta.runner.trials import step_hook
+from toolkit_core.atomic import write_json_atomic
 
 
 def trial_directory(request: RunRequest, trial_id: int) -> Path:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,8 @@ from aorta.triage.recipe.limits import MAX_EXPANDED_NODES, MAX_NESTING, MAX_RECI
 from aorta.triage.recipe.model import RECIPE_SUFFIXES, Recipe
 from aorta.triage.recipe.serialisation import is_resolved_recipe, recipe_from_resolved
 from aorta.triage.recipe.validation import Registry, Where, recipe_from_data, resolve_workload
+from toolkit_core.errors import FileTooLargeError, PathError
+from toolkit_core.paths import read_regular_bytes
 
 __all__ = ["load_recipe", "parse_recipe_text", "read_regular_file"]
 
@@ -208,22 +208,16 @@ def read_regular_file(
 ) -> bytes:
     """The bytes of `path` if it is a regular file of at most `limit` bytes, else one-line error.
 
-    Opened non-blocking and checked on the open descriptor (no race with a swapped path):
-    a FIFO or a device (`/dev/zero` behind a symlink) is refused instead of read.
+    The checks are `toolkit_core.paths.read_regular_bytes` (a FIFO or a device is refused
+    instead of read); here they become a `RecipeSchemaError` labelled with the file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise RecipeSchemaError(f"{label}: cannot read {what}: {exc.strerror or exc}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory
-        os.close(fd)
-        raise RecipeSchemaError(f"{label}: not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise RecipeSchemaError(f"{label}: larger than {limit} bytes")
-    return data
+        return read_regular_bytes(path, max_bytes=limit)
+    except FileTooLargeError:
+        raise RecipeSchemaError(f"{label}: larger than {limit} bytes") from None
+    except PathError as exc:
+        problem = exc.problem.replace("cannot read:", f"cannot read {what}:")
+        raise RecipeSchemaError(f"{label}: {problem}") from None
 
 
 def load_recipe(path: Path) -> Recipe:

@@ -29,8 +29,8 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from aorta.atomic import write_text_atomic
 from aorta.errors import AortaUsageError
+from toolkit_core.atomic import write_text_atomic
 
 __all__ = ["SIGNATURE_NAME", "recipe_digest", "sign_run_recipe", "signed_by_this_user"]
 

@@ -26,10 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from aorta.atomic import write_json_atomic, write_text_atomic
 from aorta.errors import AortaUsageError
 from aorta.runner.models import TrialResult
-from aorta.timestamps import iso_stamp
 from aorta.triage.output import MatrixReport, new_run_dir, write_report
 from aorta.triage.recipe import Recipe, build_recipe_matrix
 from aorta.triage.recipe.executor import SlurmSettings
@@ -64,6 +62,8 @@ from aorta.triage.slurm.trials import (
     trial_states,
     write_lost_trial,
 )
+from toolkit_core.atomic import write_json_atomic, write_text_atomic
+from toolkit_core.timestamps import iso_stamp
 
 if TYPE_CHECKING:
     from aorta.instrumentation.models import EnvSnapshot

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
-from aorta.timestamps import iso_stamp
+from toolkit_core.atomic import write_json_atomic
+from toolkit_core.timestamps import iso_stamp
 
 SLURM_DIR = "slurm"
 STATE_NAME = "state.json"

@@ -17,8 +17,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aorta.errors import AortaError
 from aorta.triage.slurm.state import record_attempt
+from toolkit_core.errors import ToolkitError
 
 # The completion marker (oellm-autoexp `monitoring.termination_str`).
 RECORDED = "aorta-triage: trial recorded"
@@ -47,7 +47,7 @@ def _run(run_dir: Path, number: int, index: int) -> str:
     record_attempt(run_dir, cell_name, trial_id, ran=True, note="running")
     try:
         session = open_trials(request)
-    except AortaError as exc:  # the environment cannot run here: an error trial, final
+    except ToolkitError as exc:  # the environment cannot run here: an error trial, final
         write_lost_trial(recipe, run_dir, cell, trial_id, f"could not start: {exc}")
         return "error: could not start"
     result = session.run(trial_id)

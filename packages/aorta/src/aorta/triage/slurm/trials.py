@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from aorta.atomic import write_json_atomic
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.models import TrialResult
-from aorta.timestamps import iso_stamp
 from aorta.triage.recipe import Cell, Recipe
+from toolkit_core.atomic import write_json_atomic
+from toolkit_core.timestamps import iso_stamp
 
 
 class Standing(StrEnum):

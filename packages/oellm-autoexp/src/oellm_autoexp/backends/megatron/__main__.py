@@ -12,7 +12,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.backends.megatron.argspec import schema_from_parser
 from oellm_autoexp.backends.megatron.source import (
     DEFAULT_MODULE,
@@ -22,6 +21,7 @@ from oellm_autoexp.backends.megatron.source import (
     megatron_provenance,
 )
 from oellm_autoexp.errors import EXIT_USAGE, AutoexpUsageError
+from toolkit_core.atomic import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         schema = replace(schema, provenance=megatron_provenance(ns.module, ns.megatron_path))
         if ns.out.exists() and not ns.force:
             raise AutoexpUsageError(f"{ns.out} already exists; pass --force to replace it")
-        write_text_atomic(ns.out, schema.to_json())
+        write_text_atomic(ns.out, schema.to_json(), overwrite=True)
     except (MegatronUnavailableError, MegatronBrokenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,151 @@
+"""Atomic, durable file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+A reader never sees a half-written file, and a crash leaves at most a stray temp file. The
+directory is fsynced after the rename as well as the file before it: without that, a power loss
+right after a write can lose the rename itself (ext4, XFS), so a result reported as written
+would be gone. `overwrite=False` (the default) never replaces an earlier file: results are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from toolkit_core.errors import OutputExistsError, OutputWriteError, UsageError
+from toolkit_core.paths import make_dirs_inside
+
+__all__ = [
+    "create_run_dir",
+    "write_bytes_atomic",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
+
+def _process_umask() -> int:
+    # os.umask can only be read by setting it; done once, at import, before any thread of ours
+    # runs, so no file is ever created under the temporary 0 value.
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates 0600 files; results are meant to be read by the whole team (a shared
+# cluster directory), so by default they get the mode an ordinary open() would give.
+_FILE_MODE = 0o666 & ~_process_umask()
+
+
+def write_bytes_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    overwrite: bool = False,
+    mode: int | None = None,
+    fsync: bool = True,
+) -> Path:
+    """Write `data` to `path` atomically; returns `path`.
+
+    With `overwrite=False` an existing `path` is never replaced: the final step is a hard link,
+    which fails if the name exists (`OutputExistsError`). `mode` defaults to 0666 minus the
+    umask. `fsync=False` skips both fsyncs, for a batch whose caller syncs once at the end
+    (`os.sync()`) instead of paying one journal commit per file. Any other failure (a full
+    disk, a quota, a parent that is a file) is `OutputWriteError`, one line naming `path`; an
+    earlier file under that name is left as it was.
+    """
+    try:
+        return _write(path, data, overwrite=overwrite, mode=mode, fsync=fsync)
+    except OutputExistsError:
+        raise
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        error = OutputWriteError(f"{path}: cannot write: {reason}")
+        # Still tells ENOSPC from EACCES to code that asks (strerror stays unset: with it, str()
+        # would become OSError's "[Errno 28] ..." form instead of the one line above).
+        error.errno = exc.errno
+        raise error from None
+
+
+def _write(path: Path, data: bytes, *, overwrite: bool, mode: int | None, fsync: bool) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), _FILE_MODE if mode is None else mode)
+            handle.write(data)
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        if overwrite:
+            tmp.replace(path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise OutputExistsError(
+                    f"{path} already exists; refusing to overwrite it"
+                ) from None
+        if fsync:
+            _fsync_directory(path.parent)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return path
+
+
+def _fsync_directory(directory: Path) -> None:
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_text_atomic(
+    path: Path,
+    text: str,
+    *,
+    overwrite: bool = False,
+    mode: int | None = None,
+    fsync: bool = True,
+) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; see `write_bytes_atomic`."""
+    return write_bytes_atomic(
+        path, text.encode("utf-8"), overwrite=overwrite, mode=mode, fsync=fsync
+    )
+
+
+def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path:
+    """Write `data` as strict JSON (no NaN/Infinity, keys in order) atomically."""
+    text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+    return write_text_atomic(path, text, overwrite=overwrite)
+
+
+def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path:
+    """Create a fresh directory `parent/name`, never reusing an existing one.
+
+    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended. With
+    `root`, no directory between `root` and `parent` may be a symbolic link
+    (`paths.make_dirs_inside`).
+    """
+    try:
+        if root is None:
+            parent.mkdir(parents=True, exist_ok=True)
+        else:
+            make_dirs_inside(parent, root)
+        for attempt in range(1000):
+            candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
+            try:
+                candidate.mkdir()
+            except FileExistsError:
+                continue
+            return candidate
+    except OSError as exc:  # unwritable, read-only or a file in the way: the user's path
+        raise UsageError(
+            f"cannot create a run directory under {parent}: {exc.strerror or exc}"
+        ) from None
+    raise OutputExistsError(f"could not create a fresh run directory for {name!r} under {parent}")

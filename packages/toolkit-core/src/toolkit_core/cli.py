@@ -1,0 +1,65 @@
+"""`run_cli`: the one `main()` of every command of the three tools.
+
+It runs a click group in non-standalone mode and maps every outcome to an `ExitCode`, so the
+three commands behave alike: a bad flag is one line naming the command's ``--help`` (not click's
+multi-line usage block), a `UsageError` is one line per problem on stderr with exit 2, another
+`ToolkitError` exit 1, Ctrl-C a one-word note and exit 130, never a traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from toolkit_core.errors import ExitCode, ToolkitError
+
+__all__ = ["ExitCode", "one_line", "run_cli", "shorten"]
+
+# An error line quotes user values; a 300 KB name must not become a 300 KB line.
+MAX_LINE_CHARS = 1000
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """`text` as one terminal line: line breaks shown escaped, the middle cut when too long."""
+    return shorten(text.replace("\r", "\\r").replace("\n", "\\n"), limit)
+
+
+def shorten(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """`text`, or its head and tail around a note of how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]} ...[{len(text) - 2 * keep:,} characters cut]... {text[-keep:]}"
+
+
+def run_cli(group: click.Command, argv: Sequence[str] | None, prog_name: str) -> int:
+    """Run `group` on `argv` (None: the process's arguments) and return its exit code."""
+
+    def say(line: str) -> None:
+        click.echo(f"{prog_name}: error: {line}", err=True)
+
+    try:
+        result = group.main(
+            args=list(argv) if argv is not None else None,
+            prog_name=prog_name,
+            standalone_mode=False,
+        )
+    except (KeyboardInterrupt, click.exceptions.Abort):  # Abort: Ctrl-C inside a click prompt
+        click.echo(f"{prog_name}: interrupted", err=True)
+        return ExitCode.INTERRUPTED
+    except click.exceptions.Exit as exc:  # --help, --version
+        return exc.exit_code
+    except click.ClickException as exc:  # a bad flag or value: one line, not the usage block
+        ctx = exc.ctx if isinstance(exc, click.UsageError) else None
+        hint = f" (see {ctx.command_path} --help)" if ctx else ""
+        say(f"{one_line(exc.format_message())}{hint}")
+        return ExitCode.USAGE
+    except ToolkitError as exc:
+        if exc.multiline:  # several problems (a recipe with many mistakes): one line each
+            for line in str(exc).splitlines() or [""]:
+                say(line)
+        else:
+            say(one_line(str(exc)))
+        return exc.exit_code
+    return result if isinstance(result, int) else ExitCode.OK
