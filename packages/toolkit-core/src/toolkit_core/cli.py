@@ -8,13 +8,16 @@ multi-line usage block), a `UsageError` is one line per problem on stderr with e
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import click
 
 from toolkit_core.errors import ExitCode, ToolkitError
 
-__all__ = ["ExitCode", "one_line", "run_cli", "shorten"]
+__all__ = ["ExitCode", "distribution_version", "one_line", "run_cli", "shorten", "version_option"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 # An error line quotes user values; a 300 KB name must not become a 300 KB line.
 MAX_LINE_CHARS = 1000
@@ -31,6 +34,28 @@ def shorten(text: str, limit: int = MAX_LINE_CHARS) -> str:
         return text
     keep = limit // 2
     return f"{text[:keep]} ...[{len(text) - 2 * keep:,} characters cut]... {text[-keep:]}"
+
+
+def distribution_version(name: str) -> str:
+    """The installed version of distribution `name`; "0.0.0+unknown" from a bare source tree.
+
+    For a package's lazy ``__version__``: reading the installed distributions' metadata
+    (importlib.metadata pulls in email, zipfile, inspect) costs tens of milliseconds, more than
+    a command's whole ``--help`` budget allows, so no module does it at import.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+def version_option(distribution: str, prog_name: str) -> Callable[[F], F]:
+    """``-V/--version`` for a command; the version is looked up only when the flag is used."""
+    return click.version_option(
+        None, "--version", "-V", package_name=distribution, prog_name=prog_name
+    )
 
 
 def run_cli(group: click.Command, argv: Sequence[str] | None, prog_name: str) -> int:

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import click
 
-from toolkit_core.cli import run_cli
+from toolkit_core.cli import run_cli, version_option
 from toolkit_core.errors import ExitCode
-from triton_invariance import __version__
 from triton_invariance.errors import BaselineError, InvarianceUsageError
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
@@ -40,7 +39,7 @@ _DIR_OPTION = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="triton-invariance")
+@version_option("triton-invariance", "triton-invariance")
 def cli() -> None:
     """Numerical-invariance fingerprints of compiled Triton kernels.
 

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
-
 from toolkit_core.atomic import write_text_atomic
 from toolkit_core.errors import FileTooLargeError, MissingFileError, PathError
+from toolkit_core.locks import LockBusyError, hold_lock
 from toolkit_core.paths import read_regular_bytes
 from triton_invariance.data import FORMAT_VERSION, InvalidInvarianceDataError, InvarianceData
 from triton_invariance.errors import (
@@ -254,7 +253,7 @@ def commit_invariance(
     text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
             outcome: CommitOutcome = "created"
             if path.exists():
                 try:  # never blocks on a FIFO planted under the baseline's name
@@ -265,6 +264,10 @@ def commit_invariance(
                     return "unchanged"
                 outcome = "updated"
             write_text_atomic(path, text, overwrite=True)
+    except LockBusyError:
+        raise BaselineError(
+            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
+        ) from None
     except OSError as exc:
         # A read-only or foreign baselines directory is a setup problem, not a crash.
         raise BaselineError(

@@ -12,15 +12,14 @@ from collections.abc import Sequence
 
 import click
 
-from aorta import __version__
 from aorta.cli.env import env_group
 from aorta.cli.run import run_command
 from aorta.cli.triage import triage_group
-from toolkit_core.cli import run_cli
+from toolkit_core.cli import run_cli, version_option
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="aorta")
+@version_option("aorta", "aorta")
 def cli() -> None:
     """Triage numerical failures in GPU training.
 

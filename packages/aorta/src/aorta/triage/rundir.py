@@ -9,7 +9,6 @@ and both move the matrix they replace to `previous/<timestamp>/` instead of dest
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shlex
 from collections.abc import Iterator, Sequence
@@ -26,6 +25,7 @@ from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_re
 from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
 from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
 from toolkit_core.atomic import create_run_dir, write_text_atomic
+from toolkit_core.locks import LockBusyError, hold_lock
 from toolkit_core.timestamps import dir_stamp
 
 RESOLVED_NAME = "recipe.resolved.yaml"
@@ -234,33 +234,15 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     is removed when the holder is done, so a finished run directory holds results only.
     """
     path = run_dir / LOCK_NAME
+    held = contextlib.ExitStack()
     try:
-        # O_NOFOLLOW: a link planted at .triage.lock must not make us create or append to
-        # the file it points to.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        # Refuses a link planted at .triage.lock; removed while still held when we are done.
+        fd = held.enter_context(hold_lock(path, remove=True))
+    except LockBusyError:
+        raise AortaUsageError(busy_message(run_dir, path)) from None
     except OSError as exc:
         raise AortaUsageError(f"{path}: cannot create the run lock: {exc.strerror}") from None
-    with os.fdopen(fd, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AortaUsageError(busy_message(run_dir, path)) from None
-        # The file may have been removed (and re-created) by a holder that finished between our
-        # open and our flock: then our lock guards nothing, and someone else may hold the new
-        # file. Refuse rather than work without the lock.
-        try:
-            same = os.fstat(handle.fileno()).st_ino == path.stat().st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            raise AortaUsageError(busy_message(run_dir, path))
-        try:
-            _write_holder(handle.fileno(), path)
-            refuse_planted_symlinks(run_dir)
-            yield
-        finally:
-            # Unlink while still holding the lock: nobody can acquire this inode meanwhile.
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with held:
+        _write_holder(fd, path)
+        refuse_planted_symlinks(run_dir)
+        yield

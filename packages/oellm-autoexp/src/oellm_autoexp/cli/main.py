@@ -17,7 +17,7 @@ import click
 from oellm_autoexp.cli.migrate import register_migrate
 from oellm_autoexp.cli.monitor import register_commands
 from oellm_autoexp.errors import EXIT_OK
-from toolkit_core.cli import run_cli
+from toolkit_core.cli import run_cli, version_option
 
 if TYPE_CHECKING:
     from oellm_autoexp.planning import PlanResult
@@ -43,9 +43,7 @@ _test_only_option = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    None, "--version", "-V", package_name="oellm-autoexp", prog_name="oellm-autoexp"
-)
+@version_option("oellm-autoexp", "oellm-autoexp")
 @click.option(
     "-v",
     "--verbose",
