@@ -524,8 +524,10 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
         write_text_atomic(path, text, mode=0o700, fsync=False, overwrite=True)
     os.sync()
     for name, text in result.artifacts.items():
-        write_text_atomic(plan.plan_dir / name, text, overwrite=True)
-    write_text_atomic(plan.plan_dir / "config.yaml", dump_text(result.config), overwrite=True)
+        write_text_atomic(plan.plan_dir / name, text, overwrite=True, mode=0o600)
+    write_text_atomic(
+        plan.plan_dir / "config.yaml", dump_text(result.config), overwrite=True, mode=0o600
+    )
     if result.store_sweep_json:
         write_text_atomic(
             plan.plan_dir / "sweep.json",
@@ -533,9 +535,13 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
                 {"project": plan.project, "plan_id": plan.plan_id, "jobs": result.sweep}, "jobs"
             ),
             overwrite=True,
+            mode=0o600,
         )
     write_text_atomic(
-        plan.plan_dir / "plan.json", _json_one_item_per_line(plan.to_dict(), "jobs"), overwrite=True
+        plan.plan_dir / "plan.json",
+        _json_one_item_per_line(plan.to_dict(), "jobs"),
+        overwrite=True,
+        mode=0o600,
     )
     checked = list(result.scripts)[:CHECKED_SCRIPTS]
     bash_syntax_check(checked)

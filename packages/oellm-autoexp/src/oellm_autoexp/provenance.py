@@ -221,7 +221,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
             number += 1
             kept = plan_dir / f"provenance-{stamp}-{number}.json"
         path.rename(kept)
-    return write_json_atomic(path, dict(record), overwrite=True)
+    return write_json_atomic(path, dict(record), overwrite=True, mode=0o600)
 
 
 def provenance_path(plan: Mapping[str, Any]) -> Path | None:

@@ -159,8 +159,8 @@ def test_write_provenance_never_overwrites_within_the_same_second(tmp_path: Path
         write_provenance(tmp_path, {**record, "n": n})
     names = sorted(p.name for p in tmp_path.glob("provenance*.json"))
     assert names == [
-        "provenance-20260102T0304050000-2.json",
-        "provenance-20260102T0304050000.json",
+        "provenance-20260102T030405Z-2.json",
+        "provenance-20260102T030405Z.json",
         "provenance.json",
     ]
     assert json.loads((tmp_path / "provenance.json").read_text())["n"] == 2

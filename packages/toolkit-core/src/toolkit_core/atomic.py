@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -26,19 +26,6 @@ __all__ = [
 ]
 
 
-def _process_umask() -> int:
-    # os.umask can only be read by setting it; done once, at import, before any thread of ours
-    # runs, so no file is ever created under the temporary 0 value.
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-# mkstemp creates 0600 files; results are meant to be read by the whole team (a shared
-# cluster directory), so by default they get the mode an ordinary open() would give.
-_FILE_MODE = 0o666 & ~_process_umask()
-
-
 def write_bytes_atomic(
     path: Path,
     data: bytes,
@@ -51,7 +38,8 @@ def write_bytes_atomic(
 
     With `overwrite=False` an existing `path` is never replaced: the final step is a hard link,
     which fails if the name exists (`OutputExistsError`). `mode` defaults to 0666 minus the
-    umask. `fsync=False` skips both fsyncs, for a batch whose caller syncs once at the end
+    umask (as `open()` gives); oellm-autoexp passes 0600 for files that may hold secrets.
+    `fsync=False` skips both fsyncs, for a batch whose caller syncs once at the end
     (`os.sync()`) instead of paying one journal commit per file. Any other failure (a full
     disk, a quota, a parent that is a file) is `OutputWriteError`, one line naming `path`; an
     earlier file under that name is left as it was.
@@ -71,11 +59,15 @@ def write_bytes_atomic(
 
 def _write(path: Path, data: bytes, *, overwrite: bool, mode: int | None, fsync: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Created with 0666 and the umask of this moment, as an ordinary open() would (mkstemp's
+    # 0600 would hide results from a team sharing the directory); an explicit `mode` is exact.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o666)
     try:
         with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), _FILE_MODE if mode is None else mode)
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             if fsync:
@@ -119,10 +111,12 @@ def write_text_atomic(
     )
 
 
-def write_json_atomic(path: Path, data: Any, *, overwrite: bool = False) -> Path:
+def write_json_atomic(
+    path: Path, data: Any, *, overwrite: bool = False, mode: int | None = None
+) -> Path:
     """Write `data` as strict JSON (no NaN/Infinity, keys in order) atomically."""
     text = json.dumps(data, indent=2, allow_nan=False) + "\n"
-    return write_text_atomic(path, text, overwrite=overwrite)
+    return write_text_atomic(path, text, overwrite=overwrite, mode=mode)
 
 
 def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path:

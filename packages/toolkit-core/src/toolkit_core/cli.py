@@ -88,3 +88,22 @@ def run_cli(group: click.Command, argv: Sequence[str] | None, prog_name: str) ->
             say(one_line(str(exc)))
         return exc.exit_code
     return result if isinstance(result, int) else ExitCode.OK
+
+
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """A module `__getattr__` (PEP 562) that imports `exports[name]` (a module) on first use.
+
+    For packages whose ``__init__`` re-exports from submodules: importing the package (which
+    every submodule import does) then costs nothing, and a command's ``--help`` pays only for
+    what it uses.
+    """
+
+    def getattr_(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import importlib
+
+        return getattr(importlib.import_module(module), name)
+
+    return getattr_

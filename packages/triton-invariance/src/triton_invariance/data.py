@@ -21,8 +21,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from triton_invariance.dataflow import line_hashes
-
 FORMAT_VERSION = 2
 """Version of the serialised form; bumped whenever the canonicalisation or the hashing changes.
 
@@ -142,6 +140,10 @@ class InvarianceData:
     # -- hashes ---------------------------------------------------------------------------------
     @functools.cached_property
     def _dataflow(self) -> tuple[str, list[str]]:
+        # The data-flow graph needs the MLIR parser (~10 ms to import): only when a hash is
+        # asked for, not for `triton-invariance --help` or a listing.
+        from triton_invariance.dataflow import line_hashes
+
         return line_hashes(self.ops)
 
     @property

@@ -71,7 +71,9 @@ def add_project_exclusions(state_dir: Path, nodes: Iterable[str]) -> list[str]:
         merged = current + [n for n in dict.fromkeys(nodes) if n not in current]
         if merged != current:
             document = {"format": _FORMAT, "nodes": merged}
-            write_text_atomic(path, json.dumps(document, indent=2) + "\n", overwrite=True)
+            write_text_atomic(
+                path, json.dumps(document, indent=2) + "\n", overwrite=True, mode=0o600
+            )
     return merged
 
 

@@ -178,7 +178,9 @@ def launch_triage(request: TriageRequest) -> TriageEvent:
         log=str(log_path),
     )
     recipe = triage_recipe(template, request.command)
-    write_text_atomic(recipe_path, yaml.safe_dump(recipe, sort_keys=False), overwrite=True)
+    write_text_atomic(
+        recipe_path, yaml.safe_dump(recipe, sort_keys=False), overwrite=True, mode=0o600
+    )
     argv = [aorta, "triage", "run", "--recipe", str(recipe_path)]
     argv += ["--output-dir", str(output_dir), "--progress", "plain"]
     # The job's environment is the trial's base (the cells' mitigations go on top of it);

@@ -84,7 +84,7 @@ class SessionStore:
         body = ",\n".join(json.dumps(job, allow_nan=False, separators=(",", ":")) for job in jobs)
         text = head[:-2] + ',\n "jobs": [\n' + body + "\n]\n}\n"
         self._ensure_dir()
-        return write_text_atomic(self.path(session.session_id), text, overwrite=True)
+        return write_text_atomic(self.path(session.session_id), text, overwrite=True, mode=0o600)
 
     def create(self, session: Session) -> Path:
         """Write a new session; an existing file of that id is never replaced."""
@@ -149,6 +149,7 @@ class SessionStore:
                 owner_path,
                 json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n",
                 overwrite=True,
+                mode=0o600,
             )
             try:
                 yield
