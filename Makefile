@@ -9,12 +9,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP := $(BIN)/python -m pip --disable-pip-version-check
-DEV_TOOLS := ruff mypy types-PyYAML
+# pytest-xdist: `make test` runs the suite on TEST_WORKERS processes (see `test` below).
+DEV_TOOLS := ruff mypy types-PyYAML pytest-xdist
 
 .PHONY: install demo test lint bench fuzz clean
 
-$(STAMP): packages/toolkit-core/pyproject.toml packages/aorta/pyproject.toml packages/triton-invariance/pyproject.toml \
-          packages/oellm-autoexp/pyproject.toml constraints/cpu.txt Makefile
+$(STAMP): packages/toolkit-core/pyproject.toml packages/aorta/pyproject.toml \
+          packages/triton-invariance/pyproject.toml packages/oellm-autoexp/pyproject.toml \
+          constraints/cpu.txt Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -c constraints/cpu.txt \
 	    -e 'packages/toolkit-core[yaml,test]' \
@@ -36,8 +38,15 @@ DEMO_RECIPE := packages/aorta/recipes/demo-cpu-divergence.yaml
 demo: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/aorta triage run --recipe $(DEMO_RECIPE) --output-dir triage_results
 
+# The whole suite on TEST_WORKERS pytest-xdist processes. Most of its time is spent waiting
+# (child interpreters starting, trials sleeping, SLURM scheduling), so a few more workers
+# than cores keep the cores busy. --dist loadgroup keeps the real-SLURM tests on one worker
+# (xdist_group "slurm", set in conftest.py): one cluster per run, as without xdist.
+# `make test TEST_WORKERS=0` runs in this process (no xdist), e.g. for a debugger.
+TEST_WORKERS ?= 3
+
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

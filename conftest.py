@@ -31,6 +31,12 @@ def _gpu_visible() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (`make test`, --dist loadgroup) the real-SLURM tests share one worker,
+    # so the session's cluster fixtures start once, as in a serial run.
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if item.get_closest_marker("slurm"):
+                item.add_marker(pytest.mark.xdist_group("slurm"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
