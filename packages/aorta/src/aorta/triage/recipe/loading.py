@@ -29,6 +29,7 @@ from aorta.triage.recipe.serialisation import is_resolved_recipe, recipe_from_re
 from aorta.triage.recipe.validation import Registry, Where, recipe_from_data, resolve_workload
 from toolkit_core.errors import FileTooLargeError, PathError
 from toolkit_core.paths import read_regular_bytes
+from toolkit_core.yaml_safe import ExpansionLimitError, check_expanded_size
 
 __all__ = ["load_recipe", "parse_recipe_text", "read_regular_file"]
 
@@ -43,36 +44,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _check_expanded_size(root: yaml.Node | None) -> None:
-    # Aliases share nodes, so the document is a DAG; its size with every alias expanded is
-    # what later code (validation, repr) walks. Counted bottom-up with memoisation: linear in
-    # the number of distinct nodes however large the expansion.
-    sizes: dict[int, int] = {}
-
-    def size(node: yaml.Node, depth: int) -> int:
-        if depth > MAX_NESTING:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"nested deeper than {MAX_NESTING} levels", node.start_mark
-            )
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 1
-        if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child, depth + 1) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
-        if total > MAX_EXPANDED_NODES:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"more than {MAX_EXPANDED_NODES} values once aliases are expanded",
-                node.start_mark,
-            )
-        sizes[id(node)] = total
-        return total
-
-    if root is not None:
-        size(root, 0)
+    # `toolkit_core.yaml_safe`: the size and nesting with every alias expanded, linear in the
+    # file. The root is level 1 there and depth 0 here, hence MAX_NESTING + 1 levels.
+    if root is None:
+        return
+    try:
+        check_expanded_size(root, max_nodes=MAX_EXPANDED_NODES, max_depth=MAX_NESTING + 1)
+    except ExpansionLimitError as exc:
+        problem = {
+            "recursive": "an alias that contains itself",
+            "depth": f"nested deeper than {MAX_NESTING} levels",
+            "nodes": f"more than {MAX_EXPANDED_NODES} values once aliases are expanded",
+        }[exc.what]
+        raise yaml.constructor.ConstructorError(None, None, problem, exc.node.start_mark) from None
 
 
 def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
