@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,7 @@ def write_bytes_atomic(
 
 def _write(path: Path, data: bytes, *, overwrite: bool, mode: int | None, fsync: bool) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     # Created with 0666 and the umask of this moment, as an ordinary open() would (mkstemp's
     # 0600 would hide results from a team sharing the directory); an explicit `mode` is exact.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
