@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 import pytest
 
-from toolkit_core.cli import one_line, run_cli
+from toolkit_core.cli import run_cli
 from toolkit_core.errors import ExitCode, ToolkitError, UsageError
+from toolkit_core.text import one_line
 
 
 class _OneLineError(UsageError):

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from toolkit_core import errors as core
-from toolkit_core.cli import one_line, shorten
 from toolkit_core.errors import ExitCode
+from toolkit_core.text import one_line, shorten
 
 # one_line and shorten are part of this module's API (imported from here across the package).
 __all__ = [

@@ -14,26 +14,11 @@ from typing import Any, TypeVar
 import click
 
 from toolkit_core.errors import ExitCode, ToolkitError
+from toolkit_core.text import one_line
 
-__all__ = ["ExitCode", "distribution_version", "one_line", "run_cli", "shorten", "version_option"]
+__all__ = ["ExitCode", "distribution_version", "lazy_exports", "run_cli", "version_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-# An error line quotes user values; a 300 KB name must not become a 300 KB line.
-MAX_LINE_CHARS = 1000
-
-
-def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    """`text` as one terminal line: line breaks shown escaped, the middle cut when too long."""
-    return shorten(text.replace("\r", "\\r").replace("\n", "\\n"), limit)
-
-
-def shorten(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    """`text`, or its head and tail around a note of how much was cut."""
-    if len(text) <= limit:
-        return text
-    keep = limit // 2
-    return f"{text[:keep]} ...[{len(text) - 2 * keep:,} characters cut]... {text[-keep:]}"
 
 
 def distribution_version(name: str) -> str:
