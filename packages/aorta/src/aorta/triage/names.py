@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aorta.triage.recipe import Recipe
 
 MAX_NAME_LENGTH = 100
 INLINE_PREFIX = "_inline_"
@@ -70,3 +75,13 @@ def inline_environment_name(image_ref: str) -> str:
 
 # The output folder of runs without a ticket; no real ticket may take this name.
 NO_TICKET = "_no_ticket_"
+
+
+def runs_parent(output_root: Path, recipe: Recipe) -> Path:
+    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
+    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
+    for what, name in (("ticket", ticket), ("workload", recipe.workload)):
+        problem = safe_name_problem(name)
+        if problem:
+            raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
+    return Path(output_root) / ticket / recipe.workload

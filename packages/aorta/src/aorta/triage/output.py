@@ -42,7 +42,7 @@ from typing import Any
 from aorta.instrumentation.redaction import redact_environ
 from aorta.triage.hardware import hardware_summary
 from aorta.triage.matrix import Matrix, MatrixRow, executions
-from aorta.triage.names import NO_TICKET, safe_name_problem
+from aorta.triage.names import NO_TICKET, runs_parent
 from aorta.triage.plot import PLOT_NAME, PlotOutcome, write_plot
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.step_sources import SOURCES_NOTE, load_range, sources_summary
@@ -115,16 +115,6 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         runs_parent(output_root, recipe), dir_stamp(now), root=Path(output_root)
     )
     return run_dir, iso_stamp(now)
-
-
-def runs_parent(output_root: Path, recipe: Recipe) -> Path:
-    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
-    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
-    for what, name in (("ticket", ticket), ("workload", recipe.workload)):
-        problem = safe_name_problem(name)
-        if problem:
-            raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    return Path(output_root) / ticket / recipe.workload
 
 
 def cell_dir(run_dir: Path, cell_name: str) -> Path:
