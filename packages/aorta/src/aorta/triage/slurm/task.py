@@ -2,8 +2,9 @@
 
 The task looks up its (cell, trial) in the submission's task table and runs that trial as a
 local run would: the request comes from `aorta.triage.runner.cell_request` (same ids, seeds,
-variables), and `open_trials(...).run(trial)` starts `python -m aorta.runner.child` (or the
-command of a command workload) and writes `cells/<cell>/trial_<id>.json`.
+variables), and `open_trials(...).run(trial)` runs it in this process (a child only where a local
+run would start one: process-scoped mitigations, non-local environments; the command of a
+command workload) and writes `cells/<cell>/trial_<id>.json`.
 
 Exit 0 with the `RECORDED` line means the trial is final: its JSON is on disk (or the cell's
 stop rule was met before it started, so it is not run, as locally). The line is what
@@ -37,7 +38,11 @@ def _run(run_dir: Path, number: int, index: int) -> str:
     submission = next(s for s in state.submissions if s.number == number)
     cell_name, trial_id = submission.tasks[index]
     cell = recipe.cell(cell_name)
-    request = cell_request(recipe, run_dir, cell, [trial_id], fresh_process=True)
+    # The task is itself a fresh interpreter that has imported no GPU runtime yet: the trial
+    # runs in it, as a local run's would in its own process (issue 26: one interpreter start-up
+    # per task, not the task's plus a child's). Trials whose mitigations need a process of
+    # their own, and other environments, still get one (`open_trials` decides, as locally).
+    request = cell_request(recipe, run_dir, cell, [trial_id], fresh_process=False)
     if request.trial_path(trial_id).exists():
         record_attempt(run_dir, cell_name, trial_id, ran=False, note="already recorded")
         return "already recorded"
