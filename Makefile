@@ -56,7 +56,7 @@ lint: $(STAMP)
 # Every benchmark runs (a miss does not stop the others); `make bench` fails when any missed
 # its goal (each script exits 1 then), naming them at the end.
 BENCHMARKS := cli_startup runner_overhead triage_overhead triage_cost triage_false_alarms \
-              false_verdicts command_trial invariance_cost invariance_import autoexp_plan \
+              false_verdicts command_trial locate_overhead invariance_cost invariance_import autoexp_plan \
               megatron_plan monitor_scale
 
 bench: $(STAMP)

@@ -42,8 +42,9 @@ from typing import Any
 import numpy as np
 
 from aorta.runner.models import TrialResult
-from aorta.triage.confound import DEFAULT_ALPHA, NO_EFFECT, NO_FAILURE_TO_CURE, TRUSTED
-from aorta.triage.matrix import CellStats, aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import CellStats, aggregate_cell
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, NO_EFFECT, NO_FAILURE_TO_CURE, TRUSTED
+from aorta.triage.analysis.matrix import build_matrix
 
 STEPS = 20
 BASELINE = "baseline"

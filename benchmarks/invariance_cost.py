@@ -9,7 +9,9 @@ Triton's one-time start-up is not counted (that makes compiles look faster: cons
 
 The fingerprint is timed as the hooks pay for it: `compute_invariance(text).fingerprint`, i.e.
 parsing, canonicalising and hashing (the data-flow DAG hash included; the hashes are computed
-lazily, so timing `compute_invariance` alone would leave them out).
+lazily, so timing `compute_invariance` alone would leave them out), plus the digest of the
+compiled code's `.text` sections (cubin / hsaco) the hooks record for the "option changed;
+compiled code identical" verdict.
 
 Budget: median ratio fingerprint/compile <= 2 %. Prints every ratio and the median; exit 1 when
 over budget.
@@ -27,35 +29,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "packages/triton-invariance/tests"))
 
-from compile_helpers import TARGETS, compile_ttgir  # noqa: E402
+from compile_helpers import TARGETS, compile_kernel  # noqa: E402
 from kernels import KERNELS  # noqa: E402
 
 from triton_invariance.fingerprint import compute_invariance  # noqa: E402
+from triton_invariance.verdict import CODE_KINDS, asm_digest_of_text  # noqa: E402
 
 BUDGET = 0.02
 COMPILES = 2
 FINGERPRINTS = 9
 
 
-def _compile_seconds(kernel: str, target: str, cache_root: Path) -> tuple[float, str]:
-    """Best-of-`COMPILES` wall time of a cold-cache compile, and the TTGIR text."""
+def _compile_seconds(kernel: str, target: str, cache_root: Path) -> tuple[float, str, bytes]:
+    """Best-of-`COMPILES` wall time of a cold-cache compile, the TTGIR text and the binary."""
     spec = KERNELS[kernel]
-    best, text = float("inf"), ""
+    best, compiled = float("inf"), None
     for attempt in range(COMPILES):
         os.environ["TRITON_CACHE_DIR"] = str(cache_root / f"{kernel}-{target}-{attempt}")
         start = time.perf_counter()
-        text = compile_ttgir(spec.fn, spec.signature, spec.constexprs, target)
+        compiled = compile_kernel(spec.fn, spec.signature, spec.constexprs, target)
         best = min(best, time.perf_counter() - start)
-    return best, text
+    assert compiled is not None
+    code = next(compiled.asm[k] for k in CODE_KINDS if k in compiled.asm)
+    return best, str(compiled.asm["ttgir"]), code
 
 
-def _fingerprint_seconds(text: str) -> tuple[float, float]:
-    """Best and median wall time of `compute_invariance(text).fingerprint` over `FINGERPRINTS`
+def _fingerprint_seconds(text: str, code: bytes) -> tuple[float, float]:
+    """Best and median wall time of the fingerprint and the code digest over `FINGERPRINTS`
     runs."""
     times = []
     for _ in range(FINGERPRINTS):
         start = time.perf_counter()
         compute_invariance(text).fingerprint  # noqa: B018 (the hashing is the point)
+        asm_digest_of_text(code)
         times.append(time.perf_counter() - start)
     return min(times), statistics.median(times)
 
@@ -72,8 +78,8 @@ def main() -> int:
         )
         for kernel in KERNELS:
             for target in TARGETS:
-                compile_s, text = _compile_seconds(kernel, target, cache_root)
-                finger_s, finger_median_s = _fingerprint_seconds(text)
+                compile_s, text, code = _compile_seconds(kernel, target, cache_root)
+                finger_s, finger_median_s = _fingerprint_seconds(text, code)
                 ratio = finger_s / compile_s
                 ratios.append(ratio)
                 n_ops = len(compute_invariance(text).ops)

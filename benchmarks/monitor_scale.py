@@ -5,10 +5,13 @@ session save is timed apart (state changes are saved at once, log offsets and ac
 only every `ACTIVITY_SAVE_S`). "submit s" is the first poll: 10 sbatch calls plus two session
 writes (all intents before the first sbatch, all ids after the last).
 
-Claims (issue 7): SLURM calls per steady-state poll are 1-2 (one squeue, at most one sacct),
-never one per job; a poll over 10,000 jobs takes < 1 s; and the memory of a 10,000-job session.
-Every job is a task of 1,000-task arrays (the planner's default array size) and writes a real
-log file, so a poll stats and reads 10,000 logs. Exit 1 when a budget is missed.
+Budgets (issues 7 and 26): SLURM calls per steady-state poll are 1-2 (one squeue, at most one
+sacct), never one per job; a steady-state poll over 10,000 jobs costs <= 0.4 s CPU (wall time
+is printed beside it: on a shared machine it measures the neighbours too); the session file of
+10,000 jobs is <= 16 MiB. The session is built from a real plan as `submit` builds it (config,
+plan and job records). Every job is a task of 1,000-task arrays (the planner's default array
+size) and writes a real log file, so a poll stats and reads 10,000 logs. Exit 1 when a budget
+is missed.
 """
 
 from __future__ import annotations
@@ -24,47 +27,47 @@ import tracemalloc
 from pathlib import Path
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
-from oellm_autoexp.persistence import JobRecord, Session, SessionStore
+from oellm_autoexp.monitor.observation import resolve_log_path
+from oellm_autoexp.persistence import Session, SessionStore
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 
 SIZES = (1_000, 10_000)
 ARRAY_SIZE = 1_000
 STEADY_POLLS = 5
-POLL_BUDGET_S = 1.0
+POLL_CPU_BUDGET_S = 0.4  # median steady-state poll at 10,000 jobs
+SESSION_FILE_BUDGET_MIB = 16.0  # the session file at 10,000 jobs
 MAX_CALLS_PER_POLL = 2
 
 
 def build_session(root: Path, jobs: int) -> tuple[Session, SessionStore]:
-    """A saved session of `jobs` array tasks spread over 1,000-task array scripts."""
-    store = SessionStore.for_output_dir(root)
-    session = Session(
-        "bench0001",
-        "bench",
-        str(root),
-        monitoring={
-            "monitor": {
-                "class_name": "LogMonitor",
-                "termination_str": "TRAINING DONE",
-                "inactivity_threshold_seconds": 3600.0,
-            },
-            "restart_policies": [],
+    """A saved session of a real `jobs`-job plan (arrays of 1,000), as `submit` creates it.
+
+    The session file holds the resolved config and the whole plan beside the job records, so
+    its size is what a user's 10,000-job session takes on disk.
+    """
+    from oellm_autoexp.config.loader import parse_config
+    from oellm_autoexp.monitor.session_builder import session_from_plan
+    from oellm_autoexp.planning import build_plan
+
+    data = {
+        "project": {"name": "bench", "base_output_dir": str(root)},
+        "backend": {
+            "class_name": "CommandBackend",
+            "argv": ["python", "train.py", "--seed", "{seed}", "--save", "{output_dir}"],
         },
-    )
-    for index in range(jobs):
-        script = index // ARRAY_SIZE
-        job = JobRecord(
-            key=f"j{index:05d}",
-            name=f"job{index:05d}",
-            script=str(root / f"array{script}.sbatch"),
-            slurm_name=f"array{script}",
-            log_path=str(root / "logs" / f"array{script}_%A_%a.out"),
-            output_dir=str(root / "jobs" / f"job{index:05d}"),
-            array_index=index % ARRAY_SIZE,
-            output_paths=[str(root / "jobs" / f"job{index:05d}" / "train.log")],
-        )
-        session.jobs[job.key] = job
+        "sweep": {"axes": {"seed": list(range(jobs))}, "name_template": "job{seed:05d}"},
+        "slurm": {"sbatch": {"time": "01:00:00"}, "max_array_size": ARRAY_SIZE},
+        "monitoring": {
+            "class_name": "LogMonitor",
+            "termination_str": "TRAINING DONE",
+            "inactivity_threshold_seconds": 3600.0,
+            "output_paths": ["{output_dir}/train.log"],
+        },
+    }
+    result = build_plan(parse_config(data))
+    session = session_from_plan(result.plan, result.config)
+    store = SessionStore.for_output_dir(root)
     store.create(session)
     return session, store
 
@@ -80,12 +83,10 @@ def measure(jobs: int) -> dict[str, float]:
         session_bytes = tracemalloc.get_traced_memory()[0]
         tracemalloc.stop()
         clock = FakeClock()
-        template = next(iter(session.jobs.values())).log_path
+        patterns = {job.script: job.log_path for job in session.jobs.values()}
 
         def timeline(request: SubmitRequest, job_id: str, _attempt: int) -> Timeline:
-            log = resolve_log_path(
-                template.replace("array0", request.job_name), job_id, request.job_name
-            )
+            log = resolve_log_path(patterns[str(request.script)], job_id, request.job_name)
             return Timeline(run_s=None, log_path=log, log_every_s=1.0)
 
         fake = FakeSlurmClient(clock, timeline)
@@ -144,9 +145,17 @@ def main() -> int:
         if row["calls_per_poll_max"] > MAX_CALLS_PER_POLL:
             print(f"FAIL: {row['calls_per_poll_max']} SLURM calls in one poll", file=sys.stderr)
             failed = True
-        if row["jobs"] == 10_000 and row["poll_s_median"] >= POLL_BUDGET_S:
-            print(f"FAIL: poll over 10,000 jobs took {row['poll_s_median']:.2f} s", file=sys.stderr)
-            failed = True
+        if row["jobs"] == 10_000:
+            for label, value, budget, unit in (
+                ("poll CPU", row["poll_cpu_s_median"], POLL_CPU_BUDGET_S, "s"),
+                ("session file", row["session_file_mib"], SESSION_FILE_BUDGET_MIB, "MiB"),
+            ):
+                verdict = value <= budget
+                failed = failed or not verdict
+                print(
+                    f"10,000 jobs: {label} {value:.3f} {unit} / {budget} {unit} = "
+                    f"{value / budget:.2f}: {'ok' if verdict else 'OVER'}"
+                )
     load = os.getloadavg()[0]
     print(f"load average during the run: {load:.1f} on {os.cpu_count()} CPUs (wall times scale)")
     return 1 if failed else 0

@@ -49,8 +49,8 @@ def main() -> int:
     import torch
     import yaml
 
+    from aorta.triage.lifecycle import run_recipe
     from aorta.triage.recipe import load_recipe
-    from aorta.triage.runner import run_recipe
 
     torch.set_num_threads(1)
     env = {"AORTA_FSDP_DEVICE": "cpu", "AORTA_FSDP_STEP_CLOCK": "wall"}

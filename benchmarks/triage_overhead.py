@@ -77,12 +77,12 @@ def main() -> int:
     import torch
     import yaml
 
-    import aorta.triage.output as triage_output
+    import aorta.triage.report.writer as triage_output
     import aorta.workloads.fsdp.train as fsdp_train
     from aorta.instrumentation.environment import collect_env
     from aorta.registry import get_workload
+    from aorta.triage.lifecycle import run_recipe
     from aorta.triage.recipe import load_recipe
-    from aorta.triage.runner import run_recipe
     from aorta.workloads.contract import TrialContext
 
     torch.set_num_threads(1)  # one thread: less sensitive to a busy neighbour core

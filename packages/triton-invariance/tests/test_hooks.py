@@ -183,8 +183,12 @@ def test_autotuner_commits_the_winner_then_compares(
         f"{a}.attrs": "tt.divisibility=16" for a in ("x_ptr", "y_ptr", "out_ptr", "n")
     }
     sig = compute_signature_hash(SIG, specialization)
-    baseline = load_baseline("tuned_add", sig, base=tmp_path / "baselines")
+    # Filed per autotune key (key=["n"]): each key's winner has its own baseline.
+    per_key = compute_signature_hash(SIG, {**specialization, "n.autotune_key": 4096})
+    baseline = load_baseline("tuned_add", per_key, base=tmp_path / "baselines")
     assert baseline is not None
+    assert baseline.recorded["autotune_key"] == {"n": 4096}
+    assert baseline.recorded["family"] == sig
     assert baseline.specialization == specialization
     assert baseline.config == {"BLOCK": 256, "num_ctas": 1, "num_stages": 3, "num_warps": 8}
     # Config hash = the spec's compute_config_hash(winner).

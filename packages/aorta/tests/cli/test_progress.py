@@ -15,8 +15,8 @@ from rich.console import Console
 from aorta.cli.main import main
 from aorta.cli.progress import LiveReporter, TriageLineReporter, choose_reporter, under_ci
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.triage.matrix import aggregate_cell, error_cell
-from aorta.triage.reporting import CellPlan
+from aorta.triage.analysis.cells import aggregate_cell, error_cell
+from aorta.triage.report.reporting import CellPlan
 
 
 @pytest.mark.parametrize(

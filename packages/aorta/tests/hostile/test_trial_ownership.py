@@ -21,10 +21,10 @@ import pytest
 
 from aorta.errors import AortaUsageError
 from aorta.runner.ownership import OWNER_ENV, TrialOwner, owner_path, this_process
-from aorta.triage.inflight import TrialStillRunningError
+from aorta.triage.lifecycle import resume_run, run_recipe
 from aorta.triage.recipe import recipe_from_flags
-from aorta.triage.rundir import run_dir_lock
-from aorta.triage.runner import resume_run, run_recipe
+from aorta.triage.run.inflight import TrialStillRunningError
+from aorta.triage.run.rundir import run_dir_lock
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="process start times come from /proc"

@@ -146,8 +146,8 @@ def test_image_digest_is_what_the_engine_reports_or_unresolved(
 def test_triage_records_the_digest_of_the_image_that_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from aorta.triage.lifecycle import run_recipe
     from aorta.triage.recipe import recipe_from_flags
-    from aorta.triage.runner import run_recipe
 
     _fake_docker(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_DOCKER_DIGEST", DIGEST)

@@ -29,7 +29,7 @@ def make_trial(
         "steps": 4,
         "warmup_steps": 0,
         # A seeded run: its loss depends on the seed, so trials are not copies of one another
-        # (`aorta.triage.independence`) unless a test says so.
+        # (`aorta.triage.analysis.independence`) unless a test says so.
         "losses": [1.0 + fields.get("seed", trial_id) / 1000.0],
         "wall_clock_sec": 0.1,
         "started_at": "2026-01-01T00:00:00Z",

@@ -1,10 +1,16 @@
-"""`aorta.triage.confound.classify`: labels that follow the evidence, boundaries included."""
+"""`analysis.confound.classify`: labels that follow the evidence, boundaries included."""
 
 from __future__ import annotations
 
 import pytest
 
-from aorta.triage.confound import Evidence, alpha_problem, classify, speed_label, threshold_problem
+from aorta.triage.analysis.confound import (
+    Evidence,
+    alpha_problem,
+    classify,
+    speed_label,
+    threshold_problem,
+)
 
 
 def _classify(

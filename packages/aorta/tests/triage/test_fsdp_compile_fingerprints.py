@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from aorta.triage.lifecycle import run_recipe
 from aorta.triage.recipe import load_recipe
-from aorta.triage.runner import run_recipe
 
 # What the trials of every cell share: the compiled workload on the GPU, small and short (the
 # fingerprints depend on the kernels Inductor generates, not on how long they train).

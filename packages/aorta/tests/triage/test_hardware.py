@@ -10,8 +10,9 @@ from aorta_testing import make_trial
 
 from aorta.runner.host import TrialHost
 from aorta.runner.models import TrialResult
-from aorta.triage.hardware import describe, hardware_summary
-from aorta.triage.matrix import CellStats, Matrix, aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import CellStats, aggregate_cell
+from aorta.triage.analysis.hardware import describe, hardware_summary
+from aorta.triage.analysis.matrix import Matrix, build_matrix
 
 XEON = TrialHost("n1", "Intel Xeon Platinum 8480+", ("NVIDIA H100",) * 2)
 XEON_2 = TrialHost("n2", "Intel Xeon Platinum 8480+", ("NVIDIA H100",) * 2)

@@ -17,7 +17,6 @@ import yaml
 
 from aorta.cli.main import main
 from aorta.runner.models import RunRequest
-from aorta.triage import runner as triage_runner
 from aorta.triage.recipe import (
     UntrustedRecipeError,
     check_trust,
@@ -25,6 +24,7 @@ from aorta.triage.recipe import (
     recipe_from_flags,
     resolved_recipe_dict,
 )
+from aorta.triage.run import local as triage_runner
 
 pytestmark = pytest.mark.usefixtures("plugin")
 

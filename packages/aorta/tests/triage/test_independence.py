@@ -1,4 +1,4 @@
-"""`aorta.triage.independence` and its hook in the matrix: copies are not independent trials."""
+"""`analysis.independence` and its hook in the matrix: copies are not independent trials."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage import independence
-from aorta.triage.matrix import aggregate_cell, build_matrix
-from aorta.triage.stats import fisher_p_value, wilson_interval
+from aorta.triage.analysis import independence
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
+from aorta.triage.analysis.stats import fisher_p_value, wilson_interval
 
 COPY = [2.5, 2.1, 1.9]  # one run's loss trace, printed identically by every copy of it
 DETERMINISTIC = "not independent: fails identically in every trial (deterministic)"
@@ -194,7 +195,7 @@ def test_independent_cells_keep_their_evidence_and_no_banner() -> None:
 
 
 def test_not_independent_is_an_early_rule_of_the_label() -> None:
-    from aorta.triage import confound
+    from aorta.triage.analysis import confound
 
     evidence = confound.Evidence(
         ratio=1.0,

@@ -19,12 +19,13 @@ from aorta.errors import EnvironmentUnavailableError
 from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.triage import runner as triage_runner
-from aorta.triage.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
+from aorta.triage.analysis.stats import bootstrap_ratio_interval, paired_ratio
+from aorta.triage.lifecycle import TriageInterrupted, run_recipe
 from aorta.triage.recipe import Recipe, recipe_from_flags
-from aorta.triage.runner import TriageInterrupted, run_recipe
-from aorta.triage.schedule import round_order
-from aorta.triage.stats import bootstrap_ratio_interval, paired_ratio
+from aorta.triage.run import local as triage_runner
+from aorta.triage.run.schedule import round_order
 
 
 def _probe(scope: str = "host", **kwargs: object) -> EnvSnapshot:

@@ -17,10 +17,11 @@ from aorta_testing import make_trial
 
 from aorta.errors import AortaError
 from aorta.runner.resolve import ResolvedRequest
-from aorta.triage.fingerprints import MIXED_PREFIX, cell_fingerprints, kernels_changed
-from aorta.triage.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.fingerprints import MIXED_PREFIX, cell_fingerprints, kernels_changed
+from aorta.triage.analysis.matrix import build_matrix
+from aorta.triage.lifecycle import run_recipe
 from aorta.triage.recipe import dump_resolved_yaml, load_recipe, recipe_from_resolved, validation
-from aorta.triage.runner import run_recipe
 from aorta.workloads.contract import TrialContext, WorkloadOutcome
 
 

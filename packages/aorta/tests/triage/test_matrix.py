@@ -1,4 +1,4 @@
-"""`aorta.triage.matrix`: aggregation, ratios, confound labels, evidence and strict JSON."""
+"""`analysis.matrix`: aggregation, ratios, confound labels, evidence and strict JSON."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.matrix import (
-    CellStats,
-    Matrix,
-    aggregate_cell,
-    build_matrix,
-    error_cell,
-)
-from aorta.triage.stats import (
+from aorta.triage.analysis.cells import CellStats, aggregate_cell, error_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
+from aorta.triage.analysis.stats import (
     bootstrap_ratio_interval,
     fisher_p_value,
     holm_adjust,

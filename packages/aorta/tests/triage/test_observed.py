@@ -1,4 +1,4 @@
-"""`aorta.triage.observed` and the matrix's "no observable effect" note."""
+"""`aorta.triage.analysis.observed` and the matrix's "no observable effect" note."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 from aorta_testing import make_trial
 
-from aorta.triage.matrix import aggregate_cell, build_matrix
-from aorta.triage.observed import observed_differences, observed_settings
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
+from aorta.triage.analysis.observed import observed_differences, observed_settings
 
 _BASE: dict[str, Any] = {
     "fp32_matmul_effective": "ieee",

@@ -1,4 +1,4 @@
-"""`aorta.triage.output`: run-dir layout, matrix.json content, matrix.md rendering, writing."""
+"""`report.output`: run-dir layout, matrix.json content, matrix.md rendering, writing."""
 
 from __future__ import annotations
 
@@ -11,18 +11,14 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.matrix import CellStats, Matrix, aggregate_cell, build_matrix, error_cell
-from aorta.triage.output import (
-    NO_TICKET,
-    MatrixReport,
-    cell_dir,
-    new_run_dir,
-    render_markdown,
-    report_json,
-    write_report,
-)
-from aorta.triage.plot import PlotOutcome
+from aorta.triage.analysis.cells import CellStats, aggregate_cell, error_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
+from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Cell, Recipe, recipe_from_flags
+from aorta.triage.report.markdown import render_markdown
+from aorta.triage.report.output import NO_TICKET, MatrixReport, new_run_dir, report_json
+from aorta.triage.report.plot import PlotOutcome
+from aorta.triage.report.writer import write_report
 
 NOW = datetime(2026, 4, 28, 14, 12, 3, tzinfo=UTC)
 STAMP = "2026-04-28T14:12:03Z"
@@ -177,7 +173,9 @@ def test_new_run_dir_rejects_unsafe_ticket(tmp_path: Path) -> None:
 
 
 def test_cell_dir(tmp_path: Path) -> None:
-    assert cell_dir(tmp_path, "none-local") == tmp_path / "cells" / "none-local"
+    assert RunDir(tmp_path).cell("none-local") == tmp_path / "cells" / "none-local"
+    trial = RunDir(tmp_path).trial("none-local", 3)
+    assert trial == tmp_path / "cells" / "none-local" / "trial_3.json"
 
 
 # --- matrix.md ---------------------------------------------------------------------------

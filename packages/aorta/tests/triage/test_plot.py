@@ -10,15 +10,18 @@ import matplotlib.image
 import pytest
 from aorta_testing import make_trial
 
+from aorta.atomic import write_text_atomic
 from aorta.cli import plot_job
 from aorta.runner.models import TrialResult
-from aorta.triage import plot
-from aorta.triage.matrix import Matrix, aggregate_cell, build_matrix, error_cell
-from aorta.triage.output import MatrixReport, draw_plot, render_markdown, write_report
-from aorta.triage.plot import PlotOutcome
-from aorta.triage.reanalysis import reanalyze
+from aorta.triage.analysis.cells import aggregate_cell, error_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
+from aorta.triage.lifecycle import reanalyse
 from aorta.triage.recipe import dump_resolved_yaml, recipe_from_flags
-from toolkit_core.atomic import write_text_atomic
+from aorta.triage.report import plot
+from aorta.triage.report.markdown import render_markdown
+from aorta.triage.report.output import MatrixReport
+from aorta.triage.report.plot import PlotOutcome
+from aorta.triage.report.writer import draw_plot, write_report
 
 
 def _trial(trial_id: int, *, passed: bool, ms: float) -> TrialResult:
@@ -148,7 +151,7 @@ def test_reanalysis_draws_the_plot_that_was_missing(
         patch.setattr(plot, "_import_matplotlib", _no_matplotlib)
         write_report(report)
     assert not (tmp_path / "matrix.png").exists()
-    reanalyze(tmp_path)
+    reanalyse(tmp_path)
     assert (tmp_path / "matrix.png").read_bytes()[:4] == b"\x89PNG"
     (archive,) = (tmp_path / "previous").iterdir()
     assert "pip install 'aorta[plot]'" in (archive / "matrix.md").read_text()

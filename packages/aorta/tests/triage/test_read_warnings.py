@@ -5,7 +5,8 @@ from __future__ import annotations
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.matrix import aggregate_cell, build_matrix
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
 
 UNREADABLE = (
     "3 loss/grad-norm value(s) could not be read as numbers and count as unknown, not as "

@@ -11,11 +11,10 @@ from aorta.cli.main import main
 from aorta.errors import EnvironmentUnavailableError
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import run_trials as real_run_trials
-from aorta.triage import runner as triage_runner
-from aorta.triage.reanalysis import reanalyze
+from aorta.triage.analysis.stats import fisher_p_value
+from aorta.triage.lifecycle import reanalyse, run_recipe
 from aorta.triage.recipe import recipe_from_flags
-from aorta.triage.runner import run_recipe
-from aorta.triage.stats import fisher_p_value
+from aorta.triage.run import local as triage_runner
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -46,7 +45,7 @@ def test_rebuilds_from_trial_files_with_a_new_threshold_and_keeps_the_old_matrix
     run_dir = _run(tmp_path, monkeypatch)
     before = json.loads((run_dir / "matrix.json").read_text())
     old_md = (run_dir / "matrix.md").read_text()
-    report = reanalyze(run_dir, threshold=2.5)
+    report = reanalyse(run_dir, threshold=2.5)
     after = json.loads((run_dir / "matrix.json").read_text())
     assert after["threshold"] == 2.5 and before["threshold"] == 1.15
     (archive,) = (run_dir / "previous").iterdir()
@@ -89,7 +88,7 @@ def test_alpha_of_a_reanalysis_is_the_family_wise_level(
     assert fix["confound"].startswith("inconclusive (p=0.07, ~")
     assert not fix["significant"]
     # `--alpha` keeps its meaning: the family-wise level the adjusted p is judged against.
-    report = reanalyze(run_dir, alpha=0.1)
+    report = reanalyse(run_dir, alpha=0.1)
     row = report.matrix.row("plugin_fix-local")
     assert row.p_adjusted == pytest.approx(fix["p_adjusted"])
     assert row.confound == "\u2014" and row.significant(0.1)

@@ -17,10 +17,10 @@ from aorta.cli.main import main
 from aorta.errors import AortaUsageError, EnvironmentUnavailableError
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import run_trials as real_run_trials
-from aorta.triage import runner as triage_runner
+from aorta.triage.lifecycle import TriageInterrupted, resume_run, run_recipe
 from aorta.triage.recipe import UntrustedRecipeError, recipe_from_flags
-from aorta.triage.rundir import resume_command, run_dir_lock
-from aorta.triage.runner import TriageInterrupted, resume_run, run_recipe
+from aorta.triage.run import local as triage_runner
+from aorta.triage.run.rundir import resume_command, run_dir_lock
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -201,7 +201,7 @@ def test_run_trials_runs_only_the_selected_trial_ids(tmp_path: Path) -> None:
         (["--resume", "RUN", "--output-dir", "elsewhere"], "--output-dir: not used with --resume"),
         (
             ["--recipe", "r.yaml", "--steps", "5", "--ticket", "T"],
-            "--steps, --ticket: only for --mode matrix, not used with --recipe",
+            "--ticket, --steps: only for --mode matrix, not used with --recipe",
         ),
     ],
 )

@@ -8,13 +8,14 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from aorta.triage.recipe import load_recipe, recipe_from_resolved, resolved_recipe_dict
+from aorta.triage.recipe import Recipe, load_recipe, recipe_from_resolved, resolved_recipe_dict
 from aorta.triage.recipe.executor import SlurmSettings
 from aorta.triage.recipe.trust import untrusted_actions
 from aorta.triage.slurm.trials import JobRow, Standing, round_robin_tasks, trial_states
@@ -182,9 +183,47 @@ def test_trial_states_read_disk_first_then_the_job(tmp_path: Path) -> None:
     ]
 
 
-def _fake_hooks(tmp_path: Path, timeline: Any) -> Any:
-    """The driver's hooks on oellm-autoexp's fake SLURM (its fake clock advanced by sleep)."""
-    from aorta.triage.slurm.driver import SlurmHooks
+@dataclass(frozen=True)
+class _FakeSlurm:
+    """oellm-autoexp's fake SLURM (its fake clock advanced by sleep) behind a `SlurmExecutor`."""
+
+    client: Any
+    clock: Any
+    environ: dict[str, str]
+
+    def executor(self, recipe: Recipe, *, detach: bool) -> Any:
+        from aorta.triage.slurm.executor import SlurmExecutor
+
+        assert recipe.executor is not None
+        return SlurmExecutor(
+            recipe.executor, detach=detach, client=self.client, sleep=self.clock.advance,
+            clock=self.clock, environ=self.environ,
+        )  # fmt: skip
+
+
+def run_on_slurm(
+    recipe: Recipe, root: Path, *, reporter: Any, hooks: _FakeSlurm, detach: bool = False
+) -> tuple[Path, Any]:
+    """`lifecycle.start` on the fake SLURM: (run dir, report or None when detached)."""
+    from aorta.triage.lifecycle import start
+
+    executor = hooks.executor(recipe, detach=detach)
+    outcome = start(recipe, root, executor=executor, reporter=reporter, probe=_probe)
+    return outcome.run_dir, outcome.report
+
+
+def resume_on_slurm(
+    recipe: Recipe, run_dir: Path, *, reporter: Any, hooks: _FakeSlurm, detach: bool = False
+) -> Any:
+    """`lifecycle.resume` on the fake SLURM; the report, or None when detached."""
+    from aorta.triage.lifecycle import resume
+
+    executor = hooks.executor(recipe, detach=detach)
+    return resume(run_dir, executor=executor, reporter=reporter, probe=_probe).report
+
+
+def _fake_hooks(tmp_path: Path, timeline: Any) -> _FakeSlurm:
+    """A `_FakeSlurm` whose tasks all follow `timeline`; sbatch & co. on PATH as stand-ins."""
     from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient
 
     clock = FakeClock()
@@ -194,17 +233,13 @@ def _fake_hooks(tmp_path: Path, timeline: Any) -> Any:
         (bin_dir / program).write_text("#!/bin/sh\nexit 1\n")
         (bin_dir / program).chmod(0o755)
     client = FakeSlurmClient(clock, lambda _r, _t, _n: timeline)
-    return SlurmHooks(
-        client=client, sleep=clock.advance, clock=clock, environ={"PATH": str(bin_dir)},
-        probe=_probe,
-    )  # fmt: skip
+    return _FakeSlurm(client, clock, {"PATH": str(bin_dir)})
 
 
 def test_a_trial_slurm_keeps_losing_is_resubmitted_to_the_cap_then_an_error(
     tmp_path: Path,
 ) -> None:
-    from aorta.triage.reporting import NullMatrixReporter
-    from aorta.triage.slurm.driver import run_on_slurm
+    from aorta.triage.report.reporting import NullMatrixReporter
     from oellm_autoexp.slurm.fake import Timeline
 
     executor = {"slurm": {"max_resubmits": 1, "poll_seconds": 1}}
@@ -228,9 +263,9 @@ def test_a_trial_slurm_keeps_losing_is_resubmitted_to_the_cap_then_an_error(
 def test_the_matrix_of_an_unfinished_slurm_run_marks_its_cells_unfinished(
     tmp_path: Path,
 ) -> None:
-    from aorta.triage.reanalysis import reanalyze
-    from aorta.triage.reporting import NullMatrixReporter
-    from aorta.triage.slurm.driver import run_on_slurm, slurm_status
+    from aorta.triage.lifecycle import reanalyse
+    from aorta.triage.report.reporting import NullMatrixReporter
+    from aorta.triage.slurm.executor import slurm_status
     from aorta.triage.slurm.trials import write_lost_trial
     from oellm_autoexp.slurm.fake import Timeline
 
@@ -243,7 +278,7 @@ def test_the_matrix_of_an_unfinished_slurm_run_marks_its_cells_unfinished(
     rows = slurm_status(recipe, run_dir)
     queue = {row.name: (row.pending + row.running, row.done, row.errors) for row in rows}
     assert queue == {"baseline": (1, 1, 1), "other": (2, 0, 0)}
-    again = reanalyze(run_dir)
+    again = reanalyse(run_dir)
     assert again.in_progress == ("baseline", "other")
     markdown = (run_dir / "matrix.md").read_text()
     assert "**Unfinished**: trials still queued or running on SLURM in cells baseline, other" in (
@@ -263,8 +298,7 @@ def _probe(**_kwargs: Any) -> Any:
 
 
 def test_resume_resubmits_only_the_trials_whose_session_is_gone(tmp_path: Path) -> None:
-    from aorta.triage.reporting import NullMatrixReporter
-    from aorta.triage.slurm.driver import resume_on_slurm, run_on_slurm
+    from aorta.triage.report.reporting import NullMatrixReporter
     from aorta.triage.slurm.trials import write_lost_trial
     from oellm_autoexp.slurm.fake import Timeline
 
@@ -290,9 +324,8 @@ def test_resume_resubmits_only_the_trials_whose_session_is_gone(tmp_path: Path) 
 def test_the_task_runs_its_trial_once_and_honours_the_stop_rule(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from aorta.triage.reporting import NullMatrixReporter
+    from aorta.triage.report.reporting import NullMatrixReporter
     from aorta.triage.slurm import task
-    from aorta.triage.slurm.driver import run_on_slurm
     from aorta.triage.slurm.state import read_attempts
     from oellm_autoexp.slurm.fake import Timeline
 

@@ -1,11 +1,11 @@
-"""`aorta.triage.stats`: known values, determinism and edge cases of the matrix's evidence."""
+"""`analysis.stats`: known values, determinism and edge cases of the matrix's evidence."""
 
 from __future__ import annotations
 
 import pytest
 from scipy.stats import binom, binomtest, fisher_exact  # type: ignore[import-untyped]
 
-from aorta.triage.stats import (
+from aorta.triage.analysis.stats import (
     bootstrap_ratio_interval,
     fisher_p_value,
     holm_adjust,

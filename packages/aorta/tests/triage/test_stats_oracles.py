@@ -1,4 +1,4 @@
-"""The standard-library statistics in `aorta.triage.stats` agree with scipy's / numpy's.
+"""The standard-library statistics in `aorta.triage.analysis.stats` agree with scipy's / numpy's.
 
 A triage run imports neither scipy nor (without step times to bootstrap) numpy any more:
 importing `scipy.stats` cost more than a short matrix. They stay the oracles here, to 1e-12
@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from aorta.triage.stats import (
+from aorta.triage.analysis.stats import (
     _normal_quantile,
     fisher_p_value,
     percentile,

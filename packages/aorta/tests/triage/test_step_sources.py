@@ -13,10 +13,12 @@ from aorta_testing import make_trial
 
 from aorta.runner.host_load import HostLoad
 from aorta.runner.models import TrialResult
-from aorta.triage.matrix import CellStats, Matrix, aggregate_cell, build_matrix
-from aorta.triage.output import MatrixReport, render_markdown, report_json
+from aorta.triage.analysis.cells import CellStats, aggregate_cell
+from aorta.triage.analysis.matrix import Matrix, build_matrix
+from aorta.triage.analysis.step_sources import load_range, sources_summary, time_source
 from aorta.triage.recipe import recipe_from_flags
-from aorta.triage.step_sources import load_range, sources_summary, time_source
+from aorta.triage.report.markdown import render_markdown
+from aorta.triage.report.output import MatrixReport, report_json
 
 EN = "\u2013"
 

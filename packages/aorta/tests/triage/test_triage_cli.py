@@ -123,21 +123,21 @@ def test_recipe_and_mode_are_mutually_exclusive(capsys: pytest.CaptureFixture[st
     assert "--mitigation-axis, --environment-axis, --trials" in capsys.readouterr().err
 
 
-def test_flag_mode_builds_one_recipe_and_calls_run_recipe_once(
+def test_flag_mode_builds_one_recipe_and_calls_the_lifecycle_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import aorta.triage.runner as triage_runner
+    from aorta.triage import lifecycle
 
     calls: list[tuple[Recipe, Path]] = []
 
     class StopRunError(Exception):
         pass
 
-    def fake_run_recipe(recipe: Recipe, output_root: Path, **kwargs: object) -> None:
-        calls.append((recipe, output_root))
+    def fake_run(recipe: Recipe, target: Path, **kwargs: object) -> None:
+        calls.append((recipe, target))
         raise StopRunError
 
-    monkeypatch.setattr(triage_runner, "run_recipe", fake_run_recipe)
+    monkeypatch.setattr(lifecycle, "run", fake_run)
     with pytest.raises(StopRunError):
         main(
             ["triage", "run", "--mode", "matrix", "--workload", "fsdp",
@@ -230,9 +230,12 @@ def test_error_trials_are_counted_apart_and_fail_the_run(
         "RuntimeError: toy workload asked to raise"
     )
     md = (run_dir / "matrix.md").read_text()
+    summary = md.split("## Reproduction Summary", 1)[1].split("## Notes", 1)[0]
     rows = {
         cols[0]: cols
-        for cols in ([c.strip() for c in line.strip("|").split("|")] for line in md.splitlines())
+        for cols in (
+            [c.strip() for c in line.strip("|").split("|")] for line in summary.splitlines()
+        )
     }
     assert rows["baseline-local"][4] == "2 / 3 (+1 error)"
     assert rows["never-trains"][4] == "0 / 0 (+4 errors)"

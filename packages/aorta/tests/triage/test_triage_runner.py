@@ -20,9 +20,9 @@ from aorta.instrumentation.environment import collect_env
 from aorta.instrumentation.models import EnvSnapshot
 from aorta.registry import Environment
 from aorta.runner.models import RunRequest, TrialResult
-from aorta.triage import runner as triage_runner
+from aorta.triage.lifecycle import TriageInterrupted, run_recipe
 from aorta.triage.recipe import Recipe, recipe_from_flags
-from aorta.triage.runner import TriageInterrupted, run_recipe
+from aorta.triage.run import local as triage_runner
 
 
 def _trial(request: RunRequest, trial_id: int, *, passed: bool, step_ms: float) -> TrialResult:
@@ -281,7 +281,7 @@ def test_no_subprocess_under_the_triage_package() -> None:
     import aorta.triage
 
     source_dir = Path(aorta.triage.__file__).parent
-    for path in source_dir.glob("*.py"):
+    for path in source_dir.rglob("*.py"):
         text = path.read_text()
         assert "import subprocess" not in text, path
         assert '"env", "probe"' not in text, path
@@ -289,7 +289,8 @@ def test_no_subprocess_under_the_triage_package() -> None:
 
 def test_run_dir_lock_is_exclusive_and_removed_at_the_end(tmp_path: Path) -> None:
     from aorta.errors import AortaUsageError
-    from aorta.triage.rundir import LOCK_NAME, run_dir_lock
+    from aorta.triage.layout import LOCK_NAME
+    from aorta.triage.run.rundir import run_dir_lock
 
     with run_dir_lock(tmp_path):
         assert (tmp_path / LOCK_NAME).exists()

@@ -11,8 +11,8 @@ import pytest
 
 from aorta.cli.main import main
 from aorta.instrumentation import system
-from aorta.triage import output
-from aorta.triage.plot import PlotOutcome
+from aorta.triage.report import writer
+from aorta.triage.report.plot import PlotOutcome
 
 pytestmark = pytest.mark.usefixtures("plugin")
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("plugin")
 @pytest.fixture(autouse=True)
 def _no_plot(monkeypatch: pytest.MonkeyPatch) -> None:
     """The picture is not under test here; drawing it three times would triple the runtime."""
-    monkeypatch.setattr(output, "write_plot", lambda *a, **k: PlotOutcome(None, "not drawn"))
+    monkeypatch.setattr(writer, "write_plot", lambda *a, **k: PlotOutcome(None, "not drawn"))
 
 
 RECIPE = (

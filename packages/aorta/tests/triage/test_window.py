@@ -1,4 +1,4 @@
-"""`aorta.triage.window`: step times are compared over the steps both cells reached."""
+"""`aorta.triage.analysis.window`: step times are compared over the steps both cells reached."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import pytest
 from aorta_testing import make_trial
 
 from aorta.runner.models import TrialResult
-from aorta.triage.matrix import aggregate_cell, build_matrix
-from aorta.triage.stats import bootstrap_ratio_interval
-from aorta.triage.window import TimedTrial, common_window, paired_means, window_ratio
+from aorta.triage.analysis.cells import aggregate_cell
+from aorta.triage.analysis.matrix import build_matrix
+from aorta.triage.analysis.stats import bootstrap_ratio_interval
+from aorta.triage.analysis.window import TimedTrial, common_window, paired_means, window_ratio
 
 # Steps speed up as the run goes on (a warm cache, a schedule): 10 ms early, 5 ms late.
 RAMP = [10.0, 10.0, 10.0, 5.0, 5.0, 5.0, 5.0, 5.0]

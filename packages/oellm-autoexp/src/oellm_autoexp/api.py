@@ -19,44 +19,19 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from oellm_autoexp.api_plan import plan, plan_streamed
 from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
+from oellm_autoexp.reporting import NullReporter, Reporter
 
 if TYPE_CHECKING:
-    from oellm_autoexp.config.schema import RootConfig
-    from oellm_autoexp.monitor.controller import Action, MonitorController
+    from oellm_autoexp.monitor.controller import MonitorController
     from oellm_autoexp.persistence import Session, SessionStore
     from oellm_autoexp.persistence.session import JobRecord
     from oellm_autoexp.plan import Plan
     from oellm_autoexp.planning import PlanResult
     from oellm_autoexp.slurm.client import SlurmClient
-
-
-class Reporter(Protocol):
-    """Where the library's messages go (the CLI prints them; a service may log them)."""
-
-    def info(self, message: str) -> None:
-        """Progress worth showing (a plan's notes, a submission's summary)."""
-
-    def warning(self, message: str) -> None:
-        """Something the user should act on (a skipped locked session, a --test-only rejection)."""
-
-    def action(self, action: Action) -> None:
-        """A monitor event (lifecycle change, signal match), as soon as its poll ends."""
-
-
-class NullReporter:
-    """Discards everything (the default reporter)."""
-
-    def info(self, message: str) -> None:
-        """Discard."""
-
-    def warning(self, message: str) -> None:
-        """Discard."""
-
-    def action(self, action: Action) -> None:
-        """Discard."""
 
 
 @dataclass(frozen=True)
@@ -87,7 +62,7 @@ class MonitorResult:
     @property
     def failed(self) -> bool:
         """Whether a (focused) job ended failed."""
-        from oellm_autoexp.monitor.states import MonitorState
+        from oellm_autoexp.persistence.states import MonitorState
 
         jobs = self.focus or [j for s in self.sessions for j in s.jobs.values()]
         return any(j.state is MonitorState.FAILED for j in jobs)
@@ -109,66 +84,6 @@ class JobStatus:
     # Where `slurm_state` comes from: "record" (the session file), "slurm" (asked now), or
     # "gone" (asked now: SLURM no longer knows the id; `slurm_state` is the recorded one).
     slurm_state_source: str = "record"
-
-
-def plan(
-    config: str | Path | RootConfig,
-    overrides: Sequence[str] = (),
-    *,
-    config_dir: Path | None = None,
-    test_only: str | None = None,
-    reporter: Reporter | None = None,
-) -> PlanResult:
-    """Load `config` (a YAML path, a config name, or a parsed `RootConfig`), plan, write artifacts.
-
-    `test_only` overrides `slurm.test_only` ("auto", "always", "never"). The plan's notes (e.g.
-    the `sbatch --test-only` verdict) go to `reporter`. A config given by path or name also
-    gets ``provenance.json`` (the file as given, git state, versions); a `RootConfig` object
-    has no file to record, so it gets none.
-    """
-    from oellm_autoexp.config.schema import RootConfig
-    from oellm_autoexp.errors import ConfigError
-    from oellm_autoexp.planning import build_plan, write_plan
-
-    say = reporter or NullReporter()
-    source: str | None = None
-    if isinstance(config, RootConfig):
-        root = config
-    else:
-        from oellm_autoexp.config.loader import load_config
-
-        loaded = load_config(str(config), list(overrides), config_dir=config_dir)
-        root, source = loaded.root, str(loaded.source)
-    try:
-        result = build_plan(root)
-        notes = write_plan(result, test_only=test_only or root.slurm.test_only)
-    except ConfigError as exc:  # name the config it came from, unless it names its own file
-        raise (exc.with_file(source) if source else exc) from None
-    except OSError as exc:  # e.g. base_output_dir=/dev/null/x, a full disk: one line, exit 2
-        raise _write_error(exc, root.project.base_output_dir) from None
-    if source is not None:  # provenance.json next to plan.json: where this plan came from
-        from oellm_autoexp.provenance import ConfigSource, collect_provenance, write_provenance
-
-        given = ConfigSource(source, tuple(overrides), str(config_dir) if config_dir else None)
-        record = collect_provenance(
-            given, result.config, plan_id=result.plan.plan_id, submit_cmd=result.plan.submit_cmd
-        )
-        try:
-            write_provenance(result.plan.plan_dir, record)
-        except OSError as exc:
-            raise _write_error(exc, root.project.base_output_dir) from None
-    for note in notes:
-        (say.warning if note.startswith("warning") else say.info)(note)
-    return result
-
-
-def _write_error(exc: OSError, output_dir: object) -> AutoexpUsageError:
-    """A failed plan write as one line naming the path and the reason (no traceback)."""
-    where = exc.filename if exc.filename is not None else output_dir
-    return AutoexpUsageError(
-        f"cannot write the plan: {where}: {exc.strerror or exc} "
-        f"(project.base_output_dir is {output_dir})"
-    )
 
 
 # `submit(if_active=...)`: what to do when an earlier session of the same plan is active.
@@ -306,7 +221,10 @@ def active_sessions_of(
     say = reporter or NullReporter()
     found = []
     for session in store.load_readable(store.ids(), lambda exc: say.warning(f"skipping: {exc}")):
-        if session.status != "active" or session.plan.get("plan_id") != plan_id:
+        if (
+            session.status != "active"
+            or (session.plan.plan_id if session.plan else None) != plan_id
+        ):
             continue
         if any(not job.finished for key, job in session.jobs.items() if key in job_keys):
             found.append(session)
@@ -591,6 +509,7 @@ __all__ = [
     "monitor_once",
     "monitor_until_done",
     "plan",
+    "plan_streamed",
     "status",
     "store_for_config",
     "submit",

@@ -52,6 +52,11 @@ class AutoexpRunError(AutoexpError):
     """The requested work was attempted and failed (CLI exit code 1)."""
 
 
+class OutputWriteError(AutoexpUsageError, OSError):
+    """A file could not be written (a full disk, a quota, a read-only or missing folder): one
+    line naming it, exit 2. Still an `OSError`, with the `errno`, for callers that catch one."""
+
+
 class ConfigError(AutoexpUsageError):
     """A bad config value: names the file (if known), the dotted key path and what was expected.
 

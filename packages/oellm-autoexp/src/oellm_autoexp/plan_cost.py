@@ -105,6 +105,14 @@ def plan_cost(plan: Plan, *, only: Collection[int] | None = None, copies: int = 
     return PlanCost(shapes=tuple(counts.items()))
 
 
+def cost_of_directives(counts: Mapping[tuple[tuple[str, str], ...], int]) -> PlanCost:
+    """The cost of jobs counted by their directives (a streamed plan keeps only these counts)."""
+    shapes: Counter[JobShape] = Counter()
+    for sbatch, jobs in counts.items():
+        shapes[job_shape(dict(sbatch))] += jobs
+    return PlanCost(shapes=tuple(shapes.items()))
+
+
 def job_shape(sbatch: Mapping[str, str]) -> JobShape:
     """Nodes, GPUs per node and hours from one job's directives (names without dashes)."""
     nodes = _nodes(sbatch.get("nodes"))

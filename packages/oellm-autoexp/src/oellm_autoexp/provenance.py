@@ -206,7 +206,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
     """
     import json
 
-    from toolkit_core.atomic import write_json_atomic
+    from oellm_autoexp.atomic import write_json_atomic
 
     path = plan_dir / PROVENANCE_FILE
     if path.exists():
@@ -224,10 +224,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
     return write_json_atomic(path, dict(record), overwrite=True, mode=0o600)
 
 
-def provenance_path(plan: Mapping[str, Any]) -> Path | None:
-    """The provenance file of a plan (its ``to_dict`` form), if it was written."""
-    plan_dir = plan.get("plan_dir")
-    if not plan_dir:
-        return None
-    path = Path(str(plan_dir)) / PROVENANCE_FILE
+def provenance_path(plan_dir: Path) -> Path | None:
+    """The provenance file of the plan in `plan_dir`, if it was written."""
+    path = plan_dir / PROVENANCE_FILE
     return path if path.is_file() else None

@@ -68,7 +68,7 @@ def describe_selection(only: Sequence[int] | None, links: int) -> str | None:
     """What `--array-subset` / `--chain` change about the plan's sbatch calls (for --dry-run)."""
     parts = []
     if only is not None:
-        from oellm_autoexp.monitor.controller import array_spec
+        from oellm_autoexp.monitor.submission import array_spec
 
         parts.append(f"--array-subset: only jobs {array_spec(only)} are submitted")
     if links > 1:

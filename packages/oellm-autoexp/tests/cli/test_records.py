@@ -14,7 +14,7 @@ import pytest
 from oellm_autoexp.cli import main
 from oellm_autoexp.cli import monitor as cli_monitor
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.persistence import SessionStore
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 

@@ -10,8 +10,8 @@ import pytest
 
 from oellm_autoexp.cli import main
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.node_exclusions import load_project_exclusions
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.persistence.store import SessionStore
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline

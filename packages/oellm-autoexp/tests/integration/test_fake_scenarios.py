@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.slurm.client import SubmitRequest
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 

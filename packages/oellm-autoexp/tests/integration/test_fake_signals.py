@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.triage_launch import TriageRequest
 from oellm_autoexp.persistence.session import TriageEvent
 from oellm_autoexp.slurm.client import SubmitRequest
@@ -148,7 +148,7 @@ def test_the_triage_of_the_same_signal_still_starts_before_the_cancel(
         monitor={"log_signals": [_nan_signal("cancel", triage="/t/nan.yaml")]},
         policies=[SELECTIVE],
     )
-    session.config, session.plan = {}, {"jobs": []}
+    session.config, session.plan = {}, None
     store.save(session)
     started: list[TriageRequest] = []
 

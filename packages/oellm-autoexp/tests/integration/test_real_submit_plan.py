@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
 from oellm_autoexp.persistence import SessionStore
 from oellm_autoexp.slurm.commands import RetryPolicy
@@ -46,5 +46,5 @@ def test_a_planned_sweep_is_submitted_as_one_array_and_monitored_to_completion(
     for job in saved.jobs.values():
         log = resolve_log_path(job.log_path, job.attempts[0].job_id, job.slurm_name)
         assert f"hello from {job.name}" in log.read_text()
-    assert saved.plan["plan_id"] == result.plan.plan_id
+    assert saved.plan == result.plan  # the typed plan, read back from the session file
     assert saved.config["project"]["base_output_dir"] == str(tmp_path)

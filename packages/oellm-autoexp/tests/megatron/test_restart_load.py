@@ -20,7 +20,7 @@ from oellm_autoexp.backends.megatron.source import clear_caches
 from oellm_autoexp.backends.per_job import backend_for_job
 from oellm_autoexp.config.loader import load_config
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.session_builder import submit_plan
 from oellm_autoexp.persistence import SessionStore
 from oellm_autoexp.planning import build_plan, write_plan

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import Attempt
+from oellm_autoexp.persistence.states import MonitorState
 
 EXE = Path(sys.executable).with_name("oellm-autoexp")
 

@@ -15,8 +15,8 @@ from oellm_autoexp.monitor.node_exclusions import (
     load_project_exclusions,
     queued_job_ids,
 )
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import JobRecord
+from oellm_autoexp.persistence.states import MonitorState
 
 
 def test_nodes_accumulate_in_order_without_duplicates(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from oellm_autoexp.monitor.classify import classify_end
 from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, parse_signals
 from oellm_autoexp.monitor.policies import RestartContext
 from oellm_autoexp.monitor.settings import load_settings
-from oellm_autoexp.monitor.states import Mode
+from oellm_autoexp.persistence.states import Mode
 from oellm_autoexp.slurm.client import JobInfo
 
 SELECTIVE_PRESET = Path(__file__).resolve().parents[2] / "config" / "restart" / "selective.yaml"

@@ -17,8 +17,8 @@ from oellm_autoexp import api
 from oellm_autoexp.cli import main
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor import MonitorController
-from oellm_autoexp.monitor.controller import resolve_log_path
 from oellm_autoexp.monitor.log_signals import parse_signals
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.triage_launch import (
     NO_COMMAND,
     TriageRequest,
@@ -35,7 +35,7 @@ from oellm_autoexp.monitor.triage_recipe import (
 )
 from oellm_autoexp.persistence import SessionStore
 from oellm_autoexp.persistence.session import TriageEvent
-from oellm_autoexp.plan import JobPlan
+from oellm_autoexp.plan import JobPlan, Plan
 from oellm_autoexp.slurm.fake import FakeClock, FakeSlurmClient, Timeline
 
 TEMPLATE: dict[str, Any] = {
@@ -99,16 +99,11 @@ def _planned(job_id: str, name: str, command: list[str], env: dict[str, str], ou
         log_path=f"{out}/%j.out",
         script=Path("/plan/scripts/x.sbatch"),
         sbatch={},
-    ).to_dict()
+    )
 
 
-def _plan(command: list[str], env: dict[str, str]) -> dict[str, Any]:
-    return {
-        "jobs": [
-            _planned("other", "o", ["x"], {}, "/o"),
-            _planned("j1", "lr1", command, env, "/r/j"),
-        ]
-    }
+def _plan(*jobs: JobPlan) -> Plan:
+    return Plan("p", Path("/r"), Path("/plan"), "p1", "sbatch", jobs=jobs, scripts=())
 
 
 def test_the_job_command_is_read_from_the_plan_with_launcher_and_layered_env() -> None:
@@ -118,7 +113,10 @@ def test_the_job_command_is_read_from_the_plan_with_launcher_and_layered_env() -
             "env": {"SHARED": "s", "FLAG": True, "EMPTY": None, "OVER": "cluster"},
         }
     }
-    plan = _plan(["python", "train.py"], {"OVER": "backend", "B": "b"})
+    plan = _plan(
+        _planned("other", "o", ["x"], {}, "/o"),
+        _planned("j1", "lr1", ["python", "train.py"], {"OVER": "backend", "B": "b"}, "/r/j"),
+    )
     got = job_command(plan, config, "j1", {"B": "restart"})
     assert got == JobCommand(
         ("apptainer", "exec", "my image.sif", "python", "train.py"),
@@ -134,8 +132,9 @@ def test_the_job_command_is_read_from_the_plan_with_launcher_and_layered_env() -
         "/r/j",
     )
     assert job_command(plan, config, "watched-log", {}) is None
-    broken = {"jobs": [{**plan["jobs"][1], "command": None}]}  # a session file edited by hand
-    assert job_command(broken, config, "j1", {}) is None
+    assert job_command(None, config, "j1", {}) is None  # watched logs have no plan
+    empty = _plan(_planned("j1", "lr1", [], {}, "/r/j"))
+    assert job_command(empty, config, "j1", {}) is None
 
 
 # -- template checks ---------------------------------------------------------------------------
@@ -289,9 +288,9 @@ def _nan_session(tmp_path: Path, make_session: Any) -> tuple[Any, SessionStore]:
     )
     job = session.jobs["k0"]
     session.config = {}  # no backend to rewrite restarts: the restart reruns the same script
-    session.plan = {
-        "jobs": [_planned("k0", job.name, ["python", "train.py"], {"A": "1"}, job.output_dir)]
-    }
+    session.plan = _plan(
+        _planned("k0", job.name, ["python", "train.py"], {"A": "1"}, job.output_dir)
+    )
     store.save(session)
     return session, store
 

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from oellm_autoexp.config.interfaces import RestartPolicyInterface
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.monitor.classify import classify_end, classify_stall
-from oellm_autoexp.monitor.controller import array_spec, resolve_log_path
 from oellm_autoexp.monitor.log_signals import (
     DEFAULT_SIGNALS,
     SignalSet,
@@ -21,13 +20,15 @@ from oellm_autoexp.monitor.log_signals import (
     read_new,
     scan,
 )
+from oellm_autoexp.monitor.observation import resolve_log_path
 from oellm_autoexp.monitor.policies import (
     RestartContext,
     format_time_limit,
     time_limit_seconds,
 )
-from oellm_autoexp.monitor.states import Mode
+from oellm_autoexp.monitor.submission import array_spec
 from oellm_autoexp.persistence import JobRecord
+from oellm_autoexp.persistence.states import Mode
 from oellm_autoexp.persistence.store import SessionCorruptError
 from oellm_autoexp.slurm.client import JobInfo
 

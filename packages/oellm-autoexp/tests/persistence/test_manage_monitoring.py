@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.states import MonitorState
+from oellm_autoexp.persistence.states import MonitorState
 
 SCRIPT = Path(__file__).parents[2] / "scripts" / "manage_monitoring.py"
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from oellm_autoexp.errors import AutoexpUsageError
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence import (
     JobRecord,
     Session,
@@ -22,6 +21,7 @@ from oellm_autoexp.persistence import (
     SessionStore,
     new_session_id,
 )
+from oellm_autoexp.persistence.states import MonitorState
 
 
 def _session(tmp_path: Path, jobs: int = 2) -> Session:

@@ -150,7 +150,7 @@ def test_plan_writes_provenance_next_to_plan_json_and_keeps_an_earlier_one(
     kept = sorted(plan_json.parent.glob("provenance-*.json"))
     assert len(kept) == 1
     assert json.loads(kept[0].read_text()) == record
-    assert provenance_path(plan) == record_path
+    assert provenance_path(plan_json.parent) == record_path
 
 
 def test_write_provenance_never_overwrites_within_the_same_second(tmp_path: Path) -> None:
@@ -164,4 +164,4 @@ def test_write_provenance_never_overwrites_within_the_same_second(tmp_path: Path
         "provenance.json",
     ]
     assert json.loads((tmp_path / "provenance.json").read_text())["n"] == 2
-    assert provenance_path({"plan_dir": str(tmp_path / "missing")}) is None
+    assert provenance_path(tmp_path / "missing") is None

@@ -135,7 +135,8 @@ def test_template_attribute_error_is_caught_by_strict_undefined(tmp_path: Path) 
     builtin = Path(__file__).resolve().parents[2] / "src/oellm_autoexp/slurm/templates"
     template = tmp_path / "t.j2"
     text = (builtin / "default.sbatch.j2").read_text()
-    template.write_text(text.replace("{{ task.name }}", "{{ task.nmae }}"))
+    assert '{{ task["name"] }}' in text
+    template.write_text(text.replace('{{ task["name"] }}', "{{ task.nmae }}"))
     with pytest.raises(ConfigError, match=r"template uses an undefined value: .*nmae"):
         build_plan(config(tmp_path, template=str(template)))
 

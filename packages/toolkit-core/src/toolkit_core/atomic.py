@@ -11,14 +11,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from toolkit_core.errors import OutputExistsError, OutputWriteError, UsageError
 from toolkit_core.paths import make_dirs_inside
 
 __all__ = [
     "create_run_dir",
+    "open_text_atomic",
     "write_bytes_atomic",
     "write_json_atomic",
     "write_text_atomic",
@@ -44,30 +46,61 @@ def write_bytes_atomic(
     earlier file under that name is left as it was.
     """
     try:
-        return _write(path, data, overwrite=overwrite, mode=mode, fsync=fsync)
-    except OutputExistsError:
+        with _open_atomic(path, "wb", overwrite=overwrite, mode=mode, fsync=fsync) as handle:
+            handle.write(data)
+    except (OutputExistsError, OutputWriteError):
         raise
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        error = OutputWriteError(f"{path}: cannot write: {reason}")
-        # Still tells ENOSPC from EACCES to code that asks (strerror stays unset: with it, str()
-        # would become OSError's "[Errno 28] ..." form instead of the one line above).
-        error.errno = exc.errno
-        raise error from None
+        raise _write_error(path, exc) from None
+    return path
 
 
-def _write(path: Path, data: bytes, *, overwrite: bool, mode: int | None, fsync: bool) -> Path:
+def _write_error(path: Path, exc: OSError) -> OutputWriteError:
+    reason = exc.strerror or str(exc)
+    error = OutputWriteError(f"{path}: cannot write: {reason}")
+    # Still tells ENOSPC from EACCES to code that asks (strerror stays unset: with it, str()
+    # would become OSError's "[Errno 28] ..." form instead of the one line above).
+    error.errno = exc.errno
+    return error
+
+
+@contextlib.contextmanager
+def open_text_atomic(
+    path: Path, *, overwrite: bool = True, mode: int | None = None, fsync: bool = True
+) -> Iterator[TextIO]:
+    """A UTF-8 text handle whose content appears under `path` atomically when the block ends.
+
+    For files written piece by piece (a plan.json of a million jobs is never one string). An
+    exception inside the block leaves `path` as it was and removes the temp file; a failed
+    write is `OutputWriteError` as in `write_bytes_atomic`. Unlike the one-shot writers it
+    replaces an earlier file by default: a streamed file is regenerated output.
+    """
+    try:
+        with _open_atomic(path, "w", overwrite=overwrite, mode=mode, fsync=fsync) as handle:
+            yield handle
+    except (OutputExistsError, OutputWriteError):
+        raise
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+
+
+@contextlib.contextmanager
+def _open_atomic(
+    path: Path, how: str, *, overwrite: bool, mode: int | None, fsync: bool
+) -> Iterator[Any]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     # Created with 0666 and the umask of this moment, as an ordinary open() would (mkstemp's
-    # 0600 would hide results from a team sharing the directory); an explicit `mode` is exact.
+    # 0600 would hide results from a team sharing the directory); an explicit `mode` is exact
+    # and set before any byte is written, so a secret is never readable under a wider mode.
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, 0o666)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        encoding = None if "b" in how else "utf-8"
+        with os.fdopen(fd, how, encoding=encoding) as handle:
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
-            handle.write(data)
+            yield handle
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
@@ -85,7 +118,6 @@ def _write(path: Path, data: bytes, *, overwrite: bool, mode: int | None, fsync:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-    return path
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -118,12 +150,12 @@ def write_json_atomic(
     return write_text_atomic(path, text, overwrite=overwrite, mode=mode)
 
 
-def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path:
-    """Create a fresh directory `parent/name`, never reusing an existing one.
+def create_run_dir(parent: Path, name: str, *, root: Path | None = None, mode: int = 0o777) -> Path:
+    """Create a fresh directory `parent/name` (`mode`, less the umask), never reusing one.
 
-    When `name` is taken (two runs in the same second), `-1`, `-2`, ... is appended. With
-    `root`, no directory between `root` and `parent` may be a symbolic link
-    (`paths.make_dirs_inside`).
+    When `name` is taken (two runs in the same second, or planted by someone else), `-1`,
+    `-2`, ... is appended. With `root`, no directory between `root` and `parent` may be a
+    symbolic link (`paths.make_dirs_inside`).
     """
     try:
         if root is None:
@@ -133,7 +165,7 @@ def create_run_dir(parent: Path, name: str, *, root: Path | None = None) -> Path
         for attempt in range(1000):
             candidate = parent / (name if attempt == 0 else f"{name}-{attempt}")
             try:
-                candidate.mkdir()
+                candidate.mkdir(mode=mode)
             except FileExistsError:
                 continue
             return candidate

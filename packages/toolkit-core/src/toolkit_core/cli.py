@@ -43,11 +43,21 @@ def version_option(distribution: str, prog_name: str) -> Callable[[F], F]:
     )
 
 
-def run_cli(group: click.Command, argv: Sequence[str] | None, prog_name: str) -> int:
-    """Run `group` on `argv` (None: the process's arguments) and return its exit code."""
+def run_cli(
+    group: click.Command,
+    argv: Sequence[str] | None,
+    prog_name: str,
+    *,
+    clean: Callable[[str], str] = one_line,
+) -> int:
+    """Run `group` on `argv` (None: the process's arguments) and return its exit code.
+
+    Each error line goes through `clean` first (default `one_line`); a tool whose messages
+    quote untrusted text passes a stricter one (aorta: no terminal control characters).
+    """
 
     def say(line: str) -> None:
-        click.echo(f"{prog_name}: error: {line}", err=True)
+        click.echo(f"{prog_name}: error: {clean(line)}", err=True)
 
     try:
         result = group.main(
@@ -63,14 +73,14 @@ def run_cli(group: click.Command, argv: Sequence[str] | None, prog_name: str) ->
     except click.ClickException as exc:  # a bad flag or value: one line, not the usage block
         ctx = exc.ctx if isinstance(exc, click.UsageError) else None
         hint = f" (see {ctx.command_path} --help)" if ctx else ""
-        say(f"{one_line(exc.format_message())}{hint}")
+        say(f"{exc.format_message()}{hint}")
         return ExitCode.USAGE
     except ToolkitError as exc:
         if exc.multiline:  # several problems (a recipe with many mistakes): one line each
             for line in str(exc).splitlines() or [""]:
                 say(line)
         else:
-            say(one_line(str(exc)))
+            say(str(exc))
         return exc.exit_code
     return result if isinstance(result, int) else ExitCode.OK
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from triton_invariance.cache import InvarianceCache, _invariance_cache
@@ -24,10 +26,13 @@ from triton_invariance.storage import (
     baseline_path,
     commit_invariance,
     compare_and_report,
+    fallback_keys,
+    family_baselines,
 )
 
 COMMIT_ENV = "TRITON_INVARIANCE_COMMIT"
 COMPARE_ENV = "TRITON_INVARIANCE_COMPARE"
+RECORD_SCALARS_ENV = "TRITON_INVARIANCE_RECORD_SCALARS"
 _ON = frozenset({"1", "true", "yes", "on"})
 _OFF = frozenset({"", "0", "false", "no", "off"})
 # The per-config options Triton's `Config.all_kwargs()` adds next to the tuned constexprs.
@@ -56,6 +61,11 @@ def mode_from_env(environ: Mapping[str, str] | None = None) -> Mode:
             f"compare checks against them"
         )
     return "commit" if commit else "compare" if compare else "off"
+
+
+def record_scalars_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether `TRITON_INVARIANCE_RECORD_SCALARS` asks to record / compare launch scalars."""
+    return _flag(os.environ if environ is None else environ, RECORD_SCALARS_ENV)
 
 
 def _canonical(value: Any) -> Any:
@@ -87,19 +97,48 @@ def _digest(doc: Any) -> str:
 def compute_signature_hash(
     params: Mapping[str, Any] | Iterable[Any], specialization: Mapping[str, Any] | None = None
 ) -> str:
-    """Hash of a kernel's argument *types* (never shapes or tensor values), in argument order.
+    """Hash of a kernel's argument *types* by position (never names, shapes or tensor values).
 
     Accepts Triton's signature mapping (argument name -> type string such as "*fp16", "i32",
-    "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`).
-    `specialization` (constexpr values no autotune config sets, e.g. from `@triton.heuristics`)
-    is hashed too when given, since each value compiles to a different kernel; without it the
-    hash is the spec's types-only one.
+    "constexpr"), or a sequence of names / objects with a `.name` (e.g. `JITFunction.params`),
+    of which only the count is hashed. `specialization` (constexpr values no autotune config
+    sets, e.g. from `@triton.heuristics`, and Triton's `name.attrs` specialisation attributes)
+    is hashed too when given, since each value compiles to a different kernel.
+
+    Argument names are replaced by their positions (`x_ptr.attrs` -> `#0.attrs`, `t[1]` ->
+    `#2[1]`): renaming an argument cannot change what a kernel computes, so it must not move
+    its baseline. `legacy_signature_hash` is the name-keyed hash earlier releases filed under.
     """
     if isinstance(params, Mapping):
-        items = [[str(k), _canonical(v)] for k, v in params.items()]
+        names = [str(k) for k in params]
+        doc: list[Any] = ["signature-by-position", [_canonical(v) for v in params.values()]]
     else:
-        items = [[str(getattr(p, "name", p)), None] for p in params]
-    doc: list[Any] = ["signature", items]
+        names = [str(getattr(p, "name", p)) for p in params]
+        doc = ["signature-by-position", len(names)]
+    if specialization:
+        position = {name: f"#{i}" for i, name in enumerate(names)}
+        doc.append(["specialization", config_mapping(_by_position(specialization, position))])
+    return _digest(doc)
+
+
+def _by_position(mapping: Mapping[str, Any], position: Mapping[str, str]) -> dict[str, Any]:
+    """`mapping` with each key's leading argument name (`x`, `x.attrs`, `x[1]`) as `#index`."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        head = re.match(r"[^.\[]*", key)
+        name = head.group(0) if head else key
+        out[position.get(name, name) + key[len(name) :]] = value
+    return out
+
+
+def legacy_signature_hash(
+    params: Mapping[str, Any], specialization: Mapping[str, Any] | None = None
+) -> str:
+    """The name-keyed signature hash of releases before argument renames kept the key.
+
+    Only used to find a baseline committed by such a release (read with a note to re-key).
+    """
+    doc: list[Any] = ["signature", [[str(k), _canonical(v)] for k, v in params.items()]]
     if specialization:
         doc.append(["specialization", config_mapping(specialization)])
     return _digest(doc)
@@ -153,13 +192,14 @@ def cache_invariance(
 @dataclass(frozen=True)
 class WinnerOutcome:
     """What `on_winner_selected` did: the mode, and "created" / "updated" / "unchanged" for a
-    commit or "match" for a compare (with `notes` on what the compare could not check)."""
+    commit, "match" for a compare (with `notes` on what the compare could not check or why it
+    matched), or "new" for an autotune key whose signature has baselines for other keys only."""
 
     kernel_name: str
     sig_hash: str
     cfg_hash: str
     mode: Mode
-    outcome: CommitOutcome | Literal["match"]
+    outcome: CommitOutcome | Literal["match", "new"]
     fingerprint: str
     path: os.PathLike[str]
     notes: tuple[str, ...] = ()
@@ -184,11 +224,24 @@ def on_winner_selected(
     mode: Mode | None = None,
     base: str | os.PathLike[str] | None = None,
     cache: InvarianceCache = _invariance_cache,
+    legacy_sig_hash: str | None = None,
+    recorded: Mapping[str, Any] | None = None,
+    autotune_key: Mapping[str, Any] | None = None,
+    key_sig_hash: str | None = None,
+    launch_scalars: Mapping[int, tuple[str, str]] | None = None,
 ) -> WinnerOutcome | None:
     """Commit or compare the winner's cached fingerprint, then clear the kernel's cache entries.
 
     `config` and `specialization` (readable mappings) are stored in the baseline for people.
-    `mode` defaults to the environment (`mode_from_env`); "off" only clears. Raises
+    `mode` defaults to the environment (`mode_from_env`); "off" only clears. A compare falls back
+    to a baseline filed under `legacy_sig_hash` (an earlier release's name-keyed hash).
+    `recorded` (unhashed observations such as `asm_digest`) is committed next to the fingerprint
+    and, for a compare, tells an option change with identical compiled code from a change.
+    `key_sig_hash` files the winner per autotune key (`autotune_key`, the values of the
+    autotuner's `key` arguments) instead of per signature; a compare of a key that has no
+    baseline while other keys of the signature do is outcome "new", not an error.
+    `launch_scalars` (the float arguments of the winner's launch, by position) is committed with
+    the baseline, or compared with the committed ones (`LaunchScalarsChangedError`). Raises
     `NumericalInvarianceMismatchError` on a mismatch, `BaselineNotFoundError` when comparing
     without a baseline, and `TritonInvarianceError` when the winner was never fingerprinted.
     """
@@ -204,33 +257,71 @@ def on_winner_selected(
                 f"config {winning_cfg_hash}); the compile hook did not see it compile "
                 f"(install the hooks before the kernel compiles)"
             )
-        path = baseline_path(kernel_name, sig_hash, base)
+        file_sig = key_sig_hash or sig_hash
+        path = baseline_path(kernel_name, file_sig, base)
         notes: list[str] = []
-        outcome: CommitOutcome | Literal["match"]
+        outcome: CommitOutcome | Literal["match", "new"]
+        if key_sig_hash is not None:
+            recorded = {**(recorded or {}), "autotune_key": dict(autotune_key or {})}
+            recorded["family"] = sig_hash
+        seen_scalars = None
+        if launch_scalars is not None:
+            from triton_invariance.scalars import one_launch, to_record
+
+            seen_scalars = one_launch(dict(launch_scalars))
+            recorded = {**(recorded or {}), "launch_scalars": to_record(seen_scalars)}
+        if legacy_sig_hash is not None and legacy_sig_hash != sig_hash:
+            # Where an earlier release filed it: `check` and `rekey` look there too.
+            recorded = {**(recorded or {}), "legacy_signature": legacy_sig_hash}
+        if active == "compare" and key_sig_hash is not None and not Path(path).exists():
+            others = family_baselines(kernel_name, sig_hash, base)
+            if others:
+                shown = ", ".join(f"{k}={v}" for k, v in (autotune_key or {}).items())
+                notes.append(
+                    f"new autotune key ({shown}): no baseline for it yet, {len(others)} other "
+                    f"key(s) of this signature committed; commit to add it"
+                )
+                return WinnerOutcome(
+                    kernel_name,
+                    file_sig,
+                    winning_cfg_hash,
+                    active,
+                    "new",
+                    inv.fingerprint,
+                    path,
+                    tuple(notes),
+                )
         if active == "commit":
             outcome = commit_invariance(
                 kernel_name,
-                sig_hash,
+                file_sig,
                 inv,
                 config_hash=winning_cfg_hash,
                 config=config,
                 specialization=specialization,
                 base=base,
+                recorded=recorded,
             )
         else:
+            fallbacks = fallback_keys(None if key_sig_hash is None else sig_hash, legacy_sig_hash)
             compare_and_report(
                 kernel_name,
-                sig_hash,
+                file_sig,
                 inv,
                 config_hash=winning_cfg_hash,
                 alternatives=variants,
                 base=base,
                 notes=notes,
+                fallbacks=fallbacks,
+                config=config,
+                specialization=specialization,
+                asm_digest=(recorded or {}).get("asm_digest"),
+                launch_scalars=seen_scalars,
             )
             outcome = "match"
         return WinnerOutcome(
             kernel_name,
-            sig_hash,
+            file_sig,
             winning_cfg_hash,
             active,
             outcome,

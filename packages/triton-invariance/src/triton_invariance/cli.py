@@ -16,14 +16,21 @@ import click
 
 from toolkit_core.cli import run_cli, version_option
 from toolkit_core.errors import ExitCode
+from triton_invariance.data import InvarianceData
 from triton_invariance.errors import BaselineError, InvarianceUsageError
+from triton_invariance.nearest import nearest_baseline
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
     Baseline,
+    family_baselines,
+    find_baseline,
     get_baselines_dir,
     list_baselines,
     read_baseline_file,
+    recorded_fallbacks,
+    usable_baselines,
 )
+from triton_invariance.verdict import identical_code_note
 
 EXIT_OK = ExitCode.OK
 EXIT_FAILED = ExitCode.RUN_FAILED
@@ -153,13 +160,133 @@ def _single(ref: str, directory: Path | None) -> Path:
 @click.argument("b")
 @_DIR_OPTION
 def diff_command(a: str, b: str, directory: Path | None) -> int:
-    """Compare two baselines (A is "before"); exit 1 when they differ."""
+    """Compare two baselines, or two TTGIR files (A is "before"); exit 1 when they differ.
+
+    A and B are baseline references (name, name_sighash or .json file) or TTGIR dumps
+    (`.ttgir` / `.mlir`, custom or generic syntax), fingerprinted on the spot.
+    """
+    if _is_ir(a) and _is_ir(b):
+        then, now = _fingerprint_file(Path(a), None), _fingerprint_file(Path(b), None)
+        click.echo(then.diff_report(now))
+        return EXIT_OK if then.matches(now) else EXIT_FAILED
     before = read_baseline_file(_single(a, directory))
     after = read_baseline_file(_single(b, directory))
     click.echo(before.invariance.diff_report(after.invariance))
     if before.config_hash != after.config_hash:
         click.echo(f"  config: {dict(before.config)} -> {dict(after.config)}")
     return EXIT_OK if before.invariance.matches(after.invariance) else EXIT_FAILED
+
+
+_IR_SUFFIXES = (".ttgir", ".mlir")
+
+
+def _is_ir(ref: str) -> bool:
+    return ref.endswith(_IR_SUFFIXES)
+
+
+def _fingerprint_file(path: Path, options_json: Path | None) -> InvarianceData:
+    """Fingerprint a TTGIR file; `options_json` is a compiled kernel's metadata (Triton's
+    cache `<kernel>.json`), for the compile-options component."""
+    import dataclasses
+    import json
+
+    from triton_invariance.fingerprint import InvalidTTGIRError, compute_invariance
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvarianceUsageError(f"{path}: cannot read ({exc})") from None
+    metadata = None
+    if options_json is not None:
+        try:
+            metadata = json.loads(options_json.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise InvarianceUsageError(
+                f"{options_json}: not a readable JSON file ({exc})"
+            ) from None
+        if not isinstance(metadata, dict):
+            raise InvarianceUsageError(f"{options_json}: expected a JSON object of compile options")
+    try:
+        inv = compute_invariance(text, metadata=metadata)
+    except InvalidTTGIRError as exc:
+        raise InvarianceUsageError(f"{path}: {exc}") from None
+    # This shell's TRITON_* variables say nothing about how the dump was compiled.
+    return dataclasses.replace(inv, compile_env=())
+
+
+@cli.command("fingerprint")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--options-json",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The kernel's compile metadata (Triton's cache <kernel>.json) for the options "
+    "component [default: not recorded].",
+)
+def fingerprint_command(file: Path, options_json: Path | None) -> None:
+    """Print the fingerprint and its components of a TTGIR file (custom or generic syntax)."""
+    inv = _fingerprint_file(file, options_json)
+    click.echo(f"{file}")
+    click.echo(f"  kernel            {inv.kernel_name}")
+    click.echo(f"  fingerprint       {inv.fingerprint}")
+    for name, digest in inv.component_hashes().items():
+        label = name if name.endswith("_hash") else f"{name}_hash"
+        click.echo(f"  {label:<22} {digest}")
+    click.echo(f"  dtype_signature   {inv.dtype_signature}")
+    for key, value in inv.hw_config.to_dict().items():
+        click.echo(f"  hw.{key:<14} {value}")
+    if inv.compile_options is None:
+        click.echo("  compile options   not recorded (give --options-json)")
+
+
+def _check_file(path: Path, base: Path) -> tuple[bool, str | None]:
+    """Check one current fingerprint file; (failed, the baseline file name it was compared
+    with, if any)."""
+    now = read_baseline_file(path)
+    baseline_file = base / path.name
+    family = now.recorded.get("family")
+    if not baseline_file.exists() and isinstance(family, str):
+        others = family_baselines(now.kernel_name, family, base)
+        if others:
+            key = now.recorded.get("autotune_key") or {}
+            shown = ", ".join(f"{k}={v}" for k, v in key.items())
+            click.echo(
+                f"new     {path.stem}: new autotune key ({shown}); {len(others)} other "
+                f"key(s) of this signature committed"
+            )
+            return False, None
+    # The hooks' lookup: a baseline filed under an older key is read, with a note.
+    found = find_baseline(now.kernel_name, now.signature_hash, recorded_fallbacks(now), base)
+    if found is None:
+        click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
+        near = nearest_baseline(
+            now.invariance, now.config, now.specialization, usable_baselines(list_baselines(base))
+        )
+        if near is not None:
+            click.echo(f"  {near.describe()}")
+            click.echo(near.baseline.invariance.diff_report(now.invariance))
+        return True, None
+    then = found.baseline
+    same_code = identical_code_note(
+        then.invariance,
+        then.recorded.get("asm_digest"),
+        now.invariance,
+        now.recorded.get("asm_digest"),
+    )
+    notes = [found.note] if found.note else []
+    if then.invariance.matches(now.invariance) or same_code is not None:
+        click.echo(f"ok      {path.stem}")
+        notes += then.invariance.comparison_notes(now.invariance)
+        for note in notes + ([same_code] if same_code else []):
+            click.echo(f"        {note}")
+        return False, found.path.name
+    click.echo(f"MISMATCH {path.stem} (baseline {found.path})")
+    for note in notes:
+        click.echo(f"        {note}")
+    click.echo(then.invariance.diff_report(now.invariance))
+    if then.config_hash != now.config_hash:
+        click.echo(f"  config: {dict(then.config)} -> {dict(now.config)}")
+    return True, found.path.name
 
 
 @cli.command("check")
@@ -176,8 +303,11 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
 
     CURRENT is a directory written by a run with TRITON_INVARIANCE_COMMIT=1 and
     TRITON_INVARIANCE_BASELINE_DIR=CURRENT. Every file there must have a baseline with the
-    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A baseline
-    with no current counterpart is reported (a warning; a failure under --strict).
+    same name and the same fingerprint; exit 1 (with the diff reports) otherwise. A winner for an
+    autotune key with no baseline while other keys of its signature have one is `new` (not a
+    failure). A baseline filed under an older key (one file for every autotune key, or keyed by
+    argument names) is compared as the hooks compare it, with a note on how to re-key it. A
+    baseline with no current counterpart is reported (a warning; a failure under --strict).
     """
     if not current.is_dir():
         raise InvarianceUsageError(f"{current}: no such directory of current fingerprints")
@@ -186,25 +316,13 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
     if not paths:
         raise InvarianceUsageError(f"{current}: holds no fingerprint files (*.json)")
     failures = 0
+    used: set[str] = set()  # baseline files a current fingerprint was compared with
     for path in paths:
-        now = read_baseline_file(path)
-        baseline_file = base / path.name
-        if not baseline_file.exists():
-            failures += 1
-            click.echo(f"MISSING {path.stem}: no baseline {baseline_file}")
-            continue
-        then = read_baseline_file(baseline_file)
-        if then.invariance.matches(now.invariance):
-            click.echo(f"ok      {path.stem}")
-            for note in then.invariance.comparison_notes(now.invariance):
-                click.echo(f"        {note}")
-            continue
-        failures += 1
-        click.echo(f"MISMATCH {path.stem} (baseline {baseline_file})")
-        click.echo(then.invariance.diff_report(now.invariance))
-        if then.config_hash != now.config_hash:
-            click.echo(f"  config: {dict(then.config)} -> {dict(now.config)}")
-    current_names = {p.name for p in paths}
+        failed_one, baseline_name = _check_file(path, base)
+        failures += failed_one
+        if baseline_name is not None:
+            used.add(baseline_name)
+    current_names = {p.name for p in paths} | used
     gone = [p for p in list_baselines(base) if p.name not in current_names]
     label = "GONE   " if strict else "warning:"
     for path in gone:
@@ -216,6 +334,66 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
         summary += f"; {len(gone)} committed baseline(s) not seen in {current}"
     click.echo(summary)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+@cli.command("rekey")
+@click.argument("current", type=click.Path(file_okay=False, path_type=Path))
+@_DIR_OPTION
+@click.option("--write", is_flag=True, help="Write the re-keyed files [default: only list them].")
+@click.option(
+    "--remove-old",
+    is_flag=True,
+    help="With --write: delete each old file once every file re-keyed from it is written "
+    "[default: keep them].",
+)
+def rekey_command(current: Path, directory: Path | None, write: bool, remove_old: bool) -> int:
+    """File baselines committed under an older key under the key compiles use now.
+
+    CURRENT is a directory a TRITON_INVARIANCE_COMMIT=1 run wrote (as for `check`): its files
+    name the new keys and the old keys they replace (an old file holds neither the argument
+    types nor the autotune key its new name is made of). Lists what it would write; --write
+    writes each file atomically, never over an existing (newer) baseline, and keeps the old
+    files unless --remove-old. The committed fingerprints are kept, not the current run's.
+    """
+    from triton_invariance.rekey import plan_rekeys
+    from triton_invariance.storage import write_new_baseline
+
+    if remove_old and not write:
+        raise InvarianceUsageError("--remove-old deletes files; it needs --write")
+    if not current.is_dir():
+        raise InvarianceUsageError(f"{current}: no such directory of current fingerprints")
+    base = get_baselines_dir(directory)
+    current_files = list_baselines(current)
+    plan = plan_rekeys([read_baseline_file(p) for p in current_files], base)
+    if not plan.writes and not plan.superseded:
+        click.echo(f"rekey: nothing to re-key in {base}")
+        return EXIT_OK
+    verb = "wrote" if write else "would write"
+    left: dict[Path, int] = {}  # old file -> files re-keyed from it that are not written
+    for item in plan.writes:
+        # A dry run counts each file as written, to list the old files a --write would free.
+        written = write_new_baseline(item.baseline, base) if write else True
+        left[item.source] = left.get(item.source, 0) + (0 if written else 1)
+        if not written:
+            click.echo(f"kept    {item.target.name}: a baseline is already there (not replaced)")
+            continue
+        click.echo(f"{verb} {item.target.name} from {item.source.name} ({item.why})")
+    names = {p.name for p in current_files}
+    done = {old for old, n in left.items() if n == 0 and old.name not in names}
+    old_files = sorted(done | set(plan.superseded))
+    if not write:
+        click.echo(
+            f"rekey (dry run): {len(plan.writes)} file(s) to write, {len(old_files)} old "
+            f"file(s) to delete in {base}; run with --write (and --remove-old)"
+        )
+    elif remove_old:
+        for old in old_files:
+            old.unlink(missing_ok=True)
+            click.echo(f"removed {old.name}")
+    elif old_files:
+        shown = ", ".join(p.name for p in old_files)
+        click.echo(f"old files kept: {shown} (delete them, or rerun with --remove-old)")
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from triton_invariance.dataflow import line_hashes
+from triton_invariance.dotdiff import dot_difference
+
 FORMAT_VERSION = 2
 """Version of the serialised form; bumped whenever the canonicalisation or the hashing changes.
 
@@ -142,7 +145,6 @@ class InvarianceData:
     def _dataflow(self) -> tuple[str, list[str]]:
         # The data-flow graph needs the MLIR parser (~10 ms to import): only when a hash is
         # asked for, not for `triton-invariance --help` or a listing.
-        from triton_invariance.dataflow import line_hashes
 
         return line_hashes(self.ops)
 
@@ -400,7 +402,9 @@ class InvarianceData:
         where = f"op {i}" if i is not None else "no op of the baseline"
         if j is not None and j != i:
             where += f" (op {j} now)"
-        return f"first difference at {where}{counts}: before `{before}`, after `{after}`"
+        first = f"first difference at {where}{counts}: before `{before}`, after `{after}`"
+        dot = dot_difference(self.ops, other.ops)
+        return first if dot is None else f"{dot}; {first}"
 
     def _layout_difference(self, other: InvarianceData) -> str:
         theirs = set(other.layouts)

@@ -24,6 +24,15 @@ keeps its place); each writer is chained to the previous writer of its block, an
 the last writer before it. Two loads, or a load and arithmetic, may swap; a load and a store, or
 two stores, may not.
 
+Shared memory is finer-grained: `ttg.local_alloc` makes a fresh buffer and the `memdesc` views
+only address one, so both are pure and hashed by what they hold and where they are used, not
+where they are printed (the allocations Triton emits for each `tl.load` feeding a `tl.dot`
+follow the loads' order). A write into a buffer (`ttg.local_store`, an async copy into it) is
+chained to the previous write into the *same* buffer and to the last writer of the block (a
+store, a barrier, an async wait, an unknown op), and a `ttg.local_load` to the last write into its
+buffer; so two independent loads and their buffers may swap, while every store, atomic, barrier
+and wait still orders everything around it.
+
 The hash is a function of the lines alone, so `InvarianceData.from_dict` re-derives it from a
 stored baseline, and it is total: a line that is not MLIR (a hand edit) is hashed as raw text.
 """
@@ -104,6 +113,10 @@ _PURE_OPS: Final = frozenset(
         "tt.reduce.return",
         "tt.scan.return",
         "ttg.convert_layout",
+        # Groups the async copies whose tokens it takes (data flow); writes nothing itself.
+        "ttg.async_commit_group",
+        # Moves elements between a thread's registers (AMD): no memory.
+        "amdg.in_thread_transpose",
         "scf.yield",
         "scf.condition",
         "tt.return",
@@ -112,6 +125,35 @@ _PURE_OPS: Final = frozenset(
 _READ_OPS: Final = frozenset(
     {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "ttg.local_load", "amdg.buffer_load"}
 )
+# A fresh shared-memory buffer, and views that only address part of one: no memory effect.
+_BUFFER_OPS: Final = frozenset(
+    {
+        "ttg.local_alloc",
+        "ttg.memdesc_index",
+        "ttg.memdesc_subslice",
+        "ttg.memdesc_subview",
+        "ttg.memdesc_trans",
+        "ttg.memdesc_reshape",
+        "ttg.memdesc_reinterpret",
+    }
+)
+# Ops that write into the shared-memory buffer one of their operands addresses, and nothing else
+# a later op of the block could observe except through that buffer.
+_LOCAL_WRITE_OPS: Final = frozenset(
+    {
+        "ttg.local_store",
+        "ttg.async_copy_global_to_local",
+        "amdg.buffer_load_to_local",
+        "ttng.async_tma_copy_global_to_local",
+        # Frees the buffer: after every read of it, and nothing else.
+        "ttg.local_dealloc",
+    }
+)
+_LOCAL_OPS: Final = _LOCAL_WRITE_OPS | {"ttg.local_load"}
+# Ops whose operands are a set: waiting for copies a and b is waiting for b and a.
+_OPERAND_SETS: Final = frozenset({"ttg.async_wait"})
+# The buffer key of an uninitialised allocation in the first pass (see `_Hasher`).
+_UNORDERED: Final = "unordered"
 # Region-holding ops whose own effect is nothing: they are as pure as the ops inside them.
 _STRUCTURAL: Final = frozenset({"scf.for", "scf.if", "scf.while", "tt.reduce", "tt.scan"})
 # Attributes the custom printer leaves out because they have their default value.
@@ -131,7 +173,7 @@ def _h(*parts: str) -> str:
 
 def effect_of(name: str) -> int:
     """PURE, READ or WRITE for an op name (unknown ops write: they keep their place)."""
-    if name in _PURE_OPS or name.startswith(_PURE_PREFIXES):
+    if name in _PURE_OPS or name in _BUFFER_OPS or name.startswith(_PURE_PREFIXES):
         return PURE
     if name in _READ_OPS:
         return READ
@@ -195,12 +237,54 @@ def _tree(lines: Sequence[str]) -> _Block:
     return root
 
 
+@dataclass
+class _Memory:
+    """The memory state a block's ops see: the last writer, and the last write per buffer."""
+
+    barrier: str
+    buffers: dict[str, str] = field(default_factory=dict)
+
+
 class _Hasher:
-    def __init__(self, lines: Sequence[str]) -> None:
+    """One pass over the op tree. `identities` (line index of an uninitialised `local_alloc` ->
+    what its users do) is None on the first pass, which collects what the second needs."""
+
+    def __init__(self, lines: Sequence[str], identities: dict[int, str] | None = None) -> None:
         self.lines = lines
         self.hashes = [""] * len(lines)
         self.env: dict[str, str] = {}
         self.free = 0
+        # value name -> the shared-memory buffer it addresses (the allocation's hash)
+        self.buffer_of: dict[str, str] = {}
+        self.identities = identities
+        # First pass: uninitialised allocations, and the def-use edges to find their users.
+        self.uninitialized: list[int] = []
+        self.users: dict[str, list[int]] = {}  # "function:value" -> line indices using it
+        self.results_of: dict[int, list[str]] = {}  # line index -> "function:value" it defines
+        self.buffer_ops: set[int] = set()  # line indices of views, local loads / writes
+        self.function = 0
+        # (depth of a loop body, the canonical order of its iter_args) for its scf.yield
+        self.yield_order: list[tuple[int, list[int]]] = []
+
+    def buffer_identities(self) -> dict[int, str]:
+        """After the first pass: each uninitialised allocation's identity, the multiset of the
+        first-pass hashes of the buffer ops its value reaches in two hops. The first pass hashed
+        the allocations alike and left their writes unordered, so these hashes do not depend on
+        print order, while the data each buffer receives (what is copied in) tells them apart."""
+        out = {}
+        for index in self.uninitialized:
+            seen: set[int] = set()
+            frontier = list(self.results_of.get(index, []))
+            # Two hops through views and local loads / writes: the slots of the buffer and what
+            # is copied into or read from them. Other users (the loop that carries a slot, a
+            # barrier) have first-pass hashes that depend on print order.
+            for _ in range(2):
+                users = {u for v in frontier for u in self.users.get(v, []) if u in self.buffer_ops}
+                users -= seen
+                seen |= users
+                frontier = [r for u in users for r in self.results_of.get(u, [])]
+            out[index] = _h("users", *sorted(self.hashes[i] for i in seen))
+        return out
 
     def value(self, name: str) -> str:
         found = self.env.get(name)
@@ -214,16 +298,14 @@ class _Hasher:
         header = ""
         if block.index >= 0:
             header = self._header(self.lines[block.index], depth, position)
-        token = _h("entry")
+        mem = _Memory(_h("entry"))
         effect = PURE
         op_hashes = []
         for op in block.ops:
-            h, op_effect = self.op(op, depth, token)
+            h, op_effect = self.op(op, depth, mem)
             op_hashes.append(h)
             effect = max(effect, op_effect)
-            if op_effect == WRITE:
-                token = h
-        return _h("block", header, *sorted(op_hashes), token), effect
+        return _h("block", header, *sorted(op_hashes), mem.barrier), effect
 
     def _header(self, line: str, depth: int, position: int) -> str:
         template = []
@@ -237,20 +319,71 @@ class _Hasher:
                 template.append(t.text)
         return _h("header", *template)
 
-    def op(self, op: _Op, depth: int, token: str) -> tuple[str, int]:
+    def op(self, op: _Op, depth: int, mem: _Memory) -> tuple[str, int]:
         line = self.lines[op.index]
         if depth == 0:  # a new function: values are numbered afresh
-            self.env, self.free = {}, 0
+            self.env, self.free, self.buffer_of = {}, 0, {}
+            self.function += 1
         tokens = _tokens(line)
         parsed = _split_op(tokens) if tokens is not None else None
         if parsed is None:
-            h = _h("raw", line.strip(), token)
+            h = mem.barrier = _h("raw", line.strip(), mem.barrier)
             self.hashes[op.index] = h
             return h, WRITE
         results, name, body = parsed
+        template, operands, operand_names = self._scan(body, depth)
+        loop, template, operands = self._canonical_order(name, body, template, operands, depth)
+        effect = effect_of(name)
+        region_hashes = []
+        if loop is not None:
+            self.yield_order.append((depth + 1, loop.order))
+        for region in op.regions:
+            parts = []
+            for position, block in enumerate(region):
+                bh, block_effect = self.block(block, depth + 1, position)
+                parts.append(bh)
+                effect = max(effect, block_effect)
+            region_hashes.append(_h("region", *parts))
+        if loop is not None:
+            self.yield_order.pop()
+        if (name in COMMUTATIVE and len(operands) == 2) or name in _OPERAND_SETS:
+            operands.sort()
+        key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
+        buffer = next((b for o in operand_names if (b := self.buffer_of.get(o)) is not None), None)
+        local = buffer if not op.regions and name in _LOCAL_OPS else None
+        if local is not None:
+            # First pass, an empty buffer: no memory order at all (see `buffer_identities`).
+            dep = (
+                "" if local == _UNORDERED else _h("local", mem.barrier, mem.buffers.get(local, ""))
+            )
+        else:
+            dep = mem.barrier if effect != PURE else ""
+        identity = self.identities.get(op.index) if self.identities else None
+        h = _h(
+            "op",
+            name,
+            key,
+            str(len(results)),
+            *operands,
+            *region_hashes,
+            dep,
+            *([identity] if identity else []),
+        )
+        if self.identities is None:
+            self._record_edges(op.index, name, operand_names, results)
+        for k, result in enumerate(results):
+            slot = loop.keys[k] if loop is not None and k < len(loop.keys) else str(k)
+            self.env[result] = _h("result", h, slot)
+        empty = name == "ttg.local_alloc" and not operand_names
+        self._track_memory(name, h, results, buffer, local, effect, mem, empty)
+        self.hashes[op.index] = h
+        return h, effect
+
+    def _scan(self, body: list[Token], depth: int) -> tuple[list[str], list[str], list[str]]:
+        """(template with values elided, operand hashes, operand names) of an op body."""
         template: list[str] = []
         operands: list[str] = []
-        regions: list[int] = []
+        operand_names: list[str] = []
         declared = 0
         i, n = 0, len(body)
         while i < n:
@@ -262,6 +395,7 @@ class _Hasher:
                     template.append("%=")
                 else:
                     operands.append(self.value(t.text))
+                    operand_names.append(t.text)
                     template.append("%")
             elif (
                 t.text == "{"
@@ -270,37 +404,127 @@ class _Hasher:
                 and body[i + 2].kind == NUMBER
                 and body[i + 3].text == "}"
             ):
-                regions.append(int(body[i + 2].text))
                 template.append("{region}")
                 i += 3
             else:
                 template.append(t.text)
             i += 1
-        effect = effect_of(name)
-        region_hashes = []
-        for region in op.regions:
-            parts = []
-            for position, block in enumerate(region):
-                bh, block_effect = self.block(block, depth + 1, position)
-                parts.append(bh)
-                effect = max(effect, block_effect)
-            region_hashes.append(_h("region", *parts))
-        if name in COMMUTATIVE and len(operands) == 2:
-            operands.sort()
-        key = _normal_form(template, len(operands), len(results)) or _h("as-written", *template)
-        h = _h(
-            "op",
-            name,
-            key,
-            str(len(results)),
-            *operands,
-            *region_hashes,
-            token if effect != PURE else "",
-        )
-        for k, result in enumerate(results):
-            self.env[result] = _h("result", h, str(k))
-        self.hashes[op.index] = h
-        return h, effect
+        return template, operands, operand_names
+
+    def _canonical_order(
+        self, name: str, body: list[Token], template: list[str], operands: list[str], depth: int
+    ) -> tuple[_Loop | None, list[str], list[str]]:
+        """An scf.for with its iter_args in canonical order (each region argument named by its
+        key, initial value and type, not its position), and its scf.yield to match."""
+        if name == "scf.yield" and self.yield_order and self.yield_order[-1][0] == depth:
+            return None, *_permuted(template, operands, self.yield_order[-1][1], ":")
+        loop = _loop_order(template, operands) if name == "scf.for" else None
+        if loop is None:
+            return None, template, operands
+        bound = [
+            t.text for i, t in enumerate(body[:-1]) if t.kind == VALUE and body[i + 1].text == "="
+        ]
+        for value, key in zip(bound[1:], loop.keys, strict=False):
+            self.env[value] = _h("iter", str(depth), key)
+        return loop, *_permuted(template, operands, loop.order, "->", first_operand=3)
+
+    def _record_edges(
+        self, index: int, name: str, operand_names: list[str], results: list[str]
+    ) -> None:
+        fn = f"{self.function}:"
+        for operand in operand_names:
+            self.users.setdefault(fn + operand, []).append(index)
+        self.results_of[index] = [fn + r for r in results]
+        if name in _BUFFER_OPS or name in _LOCAL_OPS:
+            self.buffer_ops.add(index)
+        if name == "ttg.local_alloc" and not operand_names:
+            self.uninitialized.append(index)
+
+    def _track_memory(
+        self,
+        name: str,
+        h: str,
+        results: list[str],
+        buffer: str | None,
+        local: str | None,
+        effect: int,
+        mem: _Memory,
+        empty: bool,
+    ) -> None:
+        """Record which buffer a new memdesc addresses, and what later ops must come after."""
+        if results and name == "ttg.local_alloc":
+            # First pass: an uninitialised buffer's writes are left unordered (_UNORDERED), so
+            # that its users' hashes do not depend on where it was printed.
+            fresh = self.identities is None and empty
+            self.buffer_of[results[0]] = _UNORDERED if fresh else h
+        elif results and name in _BUFFER_OPS and buffer is not None:
+            self.buffer_of[results[0]] = buffer
+        if local is not None:
+            if name in _LOCAL_WRITE_OPS and local != _UNORDERED:
+                mem.buffers[local] = h
+        elif effect == WRITE:
+            mem.barrier = h
+
+
+@dataclass
+class _Loop:
+    """The iter_args of an scf.for: a key per position (initial value and type; equal keys
+    numbered in print order, so two are never merged) and the positions sorted by key. The
+    pipeliner orders loop-carried values by the order of the loads they came from; permuting
+    them (with the yield and the results alike) computes the same thing."""
+
+    keys: list[str]
+    order: list[int]
+
+
+def _loop_order(template: list[str], operands: list[str]) -> _Loop | None:
+    n = template.count("%=") - 1  # the induction variable, then the iter_args
+    types = _type_list(template, "->")
+    if n <= 0 or types is None or len(types) != n or len(operands) < 3 + n:
+        return None
+    plain = [_h(init, " ".join(ty)) for init, ty in zip(operands[3 : 3 + n], types, strict=True)]
+    keys = [
+        k if plain.count(k) == 1 else _h(k, str(plain[:i].count(k))) for i, k in enumerate(plain)
+    ]
+    return _Loop(keys, sorted(range(n), key=keys.__getitem__))
+
+
+def _type_list(template: list[str], marker: str) -> list[list[str]] | None:
+    """The top-level type entries after `marker` (`-> (T, U)` or `: T, U`), or None."""
+    if marker not in template:
+        return None
+    rest = template[template.index(marker) + 1 :]
+    if marker == "->":
+        if rest[:1] != ["("]:
+            return None
+        depth = 0
+        for i, text in enumerate(rest):
+            depth += text in ("(", "[", "{", "<")
+            depth -= text in (")", "]", "}", ">")
+            if depth == 0:
+                rest = rest[1:i]
+                break
+        else:
+            return None
+    return [e for e in _top_level(rest, ",") if e]
+
+
+def _permuted(
+    template: list[str], operands: list[str], order: list[int], marker: str, first_operand: int = 0
+) -> tuple[list[str], list[str]]:
+    """`template` with its type list after `marker` and `operands[first_operand:]` in `order`."""
+    n = len(order)
+    moving = operands[first_operand:]
+    types = _type_list(template, marker)
+    if len(moving) < n or types is None or len(types) != n:
+        return template, operands
+    reordered = operands[:first_operand] + [moving[i] for i in order] + moving[n:]
+    start = template.index(marker) + 1 + (1 if marker == "->" else 0)
+    flat: list[str] = []
+    for i in order:
+        flat.extend(([","] if flat else []) + types[i])
+    width = sum(len(t) for t in types) + n - 1
+    return template[:start] + flat + template[start + width :], reordered
 
 
 def _tokens(line: str) -> list[Token] | None:
@@ -431,6 +655,12 @@ def line_hashes(lines: Sequence[str]) -> tuple[str, list[str]]:
     Region markers and block headers get ``""``; an op's hash covers everything that flows into
     it (operands, regions and, for memory ops, the memory state it sees).
     """
+    tree = _tree(lines)
     hasher = _Hasher(lines)
-    root, _ = hasher.block(_tree(lines), 0, 0)
+    root, _ = hasher.block(tree, 0, 0)
+    if hasher.uninitialized:
+        # Shared-memory buffers allocated empty (software pipelining's ring buffers) are told
+        # apart by what uses them, not by where they are printed: a second pass with those.
+        hasher = _Hasher(lines, hasher.buffer_identities())
+        root, _ = hasher.block(tree, 0, 0)
     return root, hasher.hashes

@@ -80,3 +80,18 @@ class NumericalInvarianceMismatchError(TritonInvarianceError):
             f"numerical invariance mismatch for kernel {kernel_name!r} "
             f"(signature {sig_hash}, baseline {path}):\n{report}"
         )
+
+
+class LaunchScalarsChangedError(TritonInvarianceError):
+    """The kernel matches its baseline but was launched with other float scalar arguments than
+    the launch that produced the baseline (recorded under TRITON_INVARIANCE_RECORD_SCALARS)."""
+
+    def __init__(self, kernel_name: str, path: Path, changes: list[str]) -> None:
+        self.kernel_name = kernel_name
+        self.path = path
+        self.changes = changes
+        super().__init__(
+            f"kernel {kernel_name!r} was launched with other float arguments than at commit "
+            f"(baseline {path}; runtime values are not part of the compiled kernel): "
+            + "; ".join(changes)
+        )

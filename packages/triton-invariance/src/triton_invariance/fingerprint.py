@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from triton_invariance.data import HwConfig, InvarianceData
+from triton_invariance.generic import is_generic, to_custom_syntax
 from triton_invariance.mlir import (
     BANG,
     BLOCK,
@@ -77,8 +78,11 @@ def compute_invariance(
     metadata mapping, `CompiledKernel.metadata._asdict()`) adds the compile-options component and
     the environment knobs in effect now; without it that component is not recorded. Raises
     `InvalidTTGIRError` (a `ValueError`) for text that is not MLIR or not a TTGIR module (no
-    module attributes, no kernel).
+    module attributes, no kernel). A module in MLIR's generic syntax is read through Triton's own
+    parser (`triton_invariance.generic`) and fingerprints like its custom-syntax print.
     """
+    if is_generic(ttgir_text):
+        ttgir_text = to_custom_syntax(ttgir_text)
     module = parse(ttgir_text)
     if len(module.ops) != 1 or module.ops[0].name not in ("module", "builtin.module"):
         raise InvalidTTGIRError("expected exactly one top-level `module` op")

@@ -9,7 +9,15 @@
   returns, `self.best_config` is the winner and the return value is the winner's
   `CompiledKernel`, whether it was benchmarked now, taken from the in-memory autotune cache or
   from Triton's on-disk autotune cache. Each distinct winner kernel is committed / compared once
-  per process.
+  per process, filed per autotune key (the values of the autotuner's `key` arguments).
+* A kernel compiled outside an autotuner's `run` (plain `@triton.jit`, `@triton.heuristics`
+  only, `triton.compile`) is its own winner: the listener commits / compares it at its first
+  compile in the process, with the launch options (num_warps, ...) as part of its
+  specialisation.
+* Under `TRITON_INVARIANCE_RECORD_SCALARS=1` `JITFunction.run` is wrapped too: the float
+  arguments of each kernel's first launch are committed with its baseline and compared with
+  them (the pytest gate's `--triton-invariance-record-scalars`, shared code in `scalars`); a
+  plain kernel is then decided at its first launch instead of its compile.
 
 A variant's constexprs are split in two. Those an autotune config sets (the *tuned* names, e.g.
 BLOCK) go with num_warps / num_stages / num_ctas into the config hash, which therefore equals
@@ -24,6 +32,7 @@ so each specialisation has its own baseline file instead of overwriting another'
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import sys
@@ -41,20 +50,25 @@ from triton_invariance.api import (
     compute_config_hash,
     compute_signature_hash,
     config_mapping,
+    legacy_signature_hash,
     mode_from_env,
     on_winner_selected,
+    record_scalars_from_env,
 )
 from triton_invariance.cache import _invariance_cache
 from triton_invariance.data import InvarianceData
 from triton_invariance.errors import FingerprintUnavailableError
 from triton_invariance.fingerprint import compute_invariance
+from triton_invariance.verdict import CODE_KINDS, asm_digest, asm_digest_of_text
 
 Reporter = Callable[[str], None]
 
 # The tuned constexpr names of the autotuner whose `run` is executing in this thread / task, so
 # the listener can key the variants it sees compile the way the winner will be keyed.
-_TUNED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
-    "triton_invariance_tuned", default=frozenset()
+# None outside an autotuner's `run`: a kernel compiled there is a plain `@triton.jit` kernel
+# (or one under `@triton.heuristics` only), its own winner, decided at its first compile.
+_TUNED: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "triton_invariance_tuned", default=None
 )
 
 
@@ -66,6 +80,7 @@ class VariantKeys:
     cfg_hash: str
     config: Mapping[str, Any]
     specialization: Mapping[str, Any]
+    legacy_sig_hash: str  # the name-keyed hash of earlier releases, to find their baselines
 
 
 @dataclass(frozen=True)
@@ -78,22 +93,32 @@ class CompiledVariant:
     attrs: Mapping[str, str]  # argument name -> specialisation attributes ("tt.divisibility=16")
     options: Mapping[str, Any]  # the autotune-config options Triton compiled with
     invariance: InvarianceData
+    asm_digest: str | None = None  # of the binary (or assembly), when Triton produced it
+    kernel_hash: str = ""  # Triton's hash of the compiled kernel (`CompiledKernel.hash`)
 
-    def keys(self, tuned: frozenset[str]) -> VariantKeys:
-        """File this variant for an autotuner whose configs set the constexprs in `tuned`."""
+    def keys(self, tuned: frozenset[str], options_chosen_by_caller: bool = False) -> VariantKeys:
+        """File this variant for an autotuner whose configs set the constexprs in `tuned`.
+
+        `options_chosen_by_caller`: no autotuner chose num_warps / num_stages / ..., the launch
+        did, so they are a specialisation like the other launch-time constexprs (a plain kernel
+        launched with two num_warps values gets two baselines, not one overwriting the other).
+        """
         config = {k: v for k, v in self.constexprs.items() if k in tuned}
-        config.update(self.options)
         specialization = {k: v for k, v in self.constexprs.items() if k not in tuned}
         specialization.update({f"{name}.attrs": attrs for name, attrs in self.attrs.items()})
+        (specialization if options_chosen_by_caller else config).update(self.options)
         return VariantKeys(
             sig_hash=compute_signature_hash(self.signature, specialization),
             cfg_hash=compute_config_hash(config),
             config=config_mapping(config),
             specialization=config_mapping(specialization),
+            legacy_sig_hash=legacy_signature_hash(self.signature, specialization),
         )
 
 
-def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> CompiledVariant:
+def describe_variant(
+    src: Any, metadata: Mapping[str, Any], ttgir: str, asm_hash: str | None = None
+) -> CompiledVariant:
     """Build the record of one compile from Triton's `ASTSource`, metadata and TTGIR text."""
     arg_names = list(src.fn.arg_names)
 
@@ -116,6 +141,8 @@ def describe_variant(src: Any, metadata: Mapping[str, Any], ttgir: str) -> Compi
         attrs=attrs,
         options=options,
         invariance=compute_invariance(ttgir, kernel_name=src.name, metadata=metadata),
+        asm_digest=asm_hash,
+        kernel_hash=str(metadata.get("hash", "")),
     )
 
 
@@ -129,6 +156,7 @@ class _State:
         self.installed = False
         self.previous_listener: Any = None
         self.original_run: Any = None
+        self.original_warmup: Any = None
         self.report: Reporter = _stderr
         # Triton's kernel hash (source, options, target) -> what the listener saw compile.
         self.variants: dict[str, CompiledVariant] = {}
@@ -136,13 +164,21 @@ class _State:
         self.decided: set[str] = set()
         # Autotuner -> the constexpr names its configs set (computed once per autotuner).
         self.tuned: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+        # Under TRITON_INVARIANCE_RECORD_SCALARS: the launch wrapper, each kernel hash's first
+        # launch's float arguments, and the plain kernels whose decision waits for that launch.
+        self.launches = contextlib.ExitStack()
+        self.record_scalars = False
+        self.scalars: dict[str, dict[int, tuple[str, str]]] = {}
+        self.pending: dict[str, CompiledVariant] = {}
 
 
 _state = _State()
 
 
-def _cache(variant: CompiledVariant, tuned: frozenset[str]) -> VariantKeys:
-    keys = variant.keys(tuned)
+def _cache(
+    variant: CompiledVariant, tuned: frozenset[str], options_chosen_by_caller: bool = False
+) -> VariantKeys:
+    keys = variant.keys(tuned, options_chosen_by_caller)
     cache_invariance(variant.invariance, variant.kernel_name, keys.sig_hash, keys.cfg_hash)
     return keys
 
@@ -167,11 +203,35 @@ def _on_compiled(**kwargs: Any) -> None:
     if not hasattr(src, "fn"):  # compiled from an IR file: no Python kernel to tie it to
         return
     metadata = kwargs["metadata"]
-    ttgir = ttgir_of_compile(kwargs["metadata_group"], src.name)
-    variant = describe_variant(src, metadata, ttgir)
+    group = kwargs["metadata_group"]
+    variant = describe_variant(src, metadata, ttgir_of_compile(group, src.name), asm_digest(group))
+    kernel_hash = str(metadata["hash"])
     with _state.lock:
-        _state.variants[str(metadata["hash"])] = variant
-    _cache(variant, _TUNED.get())
+        _state.variants[kernel_hash] = variant
+    tuned = _TUNED.get()
+    if tuned is not None:
+        _cache(variant, tuned)
+        return
+    if mode_from_env() == "off":
+        _cache(variant, frozenset())
+        return
+    if _state.record_scalars:
+        # Its launch arguments are known only once it launches: decide then (`_on_launch`).
+        with _state.lock:
+            _state.pending[kernel_hash] = variant
+        return
+    # Outside an autotuner the compiled kernel is the one that runs: commit / compare it now,
+    # once per process, as the autotuner wrapper does for a winner.
+    _decide(variant, kernel_hash, frozenset(), options_chosen_by_caller=True)
+
+
+def _on_launch(kernel_hash: str, scalars: dict[int, tuple[str, str]]) -> None:
+    """Keep each kernel's first launch's float arguments; decide a plain kernel waiting for it."""
+    with _state.lock:
+        _state.scalars.setdefault(kernel_hash, scalars)
+        variant = _state.pending.pop(kernel_hash, None)
+    if variant is not None:
+        _decide(variant, kernel_hash, frozenset(), options_chosen_by_caller=True)
 
 
 def _variant_of(kernel: Any) -> CompiledVariant:
@@ -185,7 +245,13 @@ def _variant_of(kernel: Any) -> CompiledVariant:
         raise FingerprintUnavailableError(
             f"kernel {kernel.name!r} carries no TTGIR (is TRITON_STORE_BINARY_ONLY set?)"
         )
-    variant = describe_variant(kernel.src, kernel.metadata._asdict(), kernel.asm["ttgir"])
+    asm = next((kernel.asm[k] for k in CODE_KINDS if k in kernel.asm), None)
+    variant = describe_variant(
+        kernel.src,
+        kernel.metadata._asdict(),
+        kernel.asm["ttgir"],
+        None if asm is None else asm_digest_of_text(asm),
+    )
     with _state.lock:
         _state.variants[kernel.hash] = variant
     return variant
@@ -199,17 +265,20 @@ def _tuned_names(autotuner: Any) -> frozenset[str]:
     return tuned
 
 
-def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerOutcome | None:
+def winner_selected(
+    kernel: Any,
+    tuned: frozenset[str] = frozenset(),
+    autotune_key: Mapping[str, Any] | None = None,
+) -> WinnerOutcome | None:
     """Commit / compare the winner `kernel` (a `CompiledKernel`) once per process.
 
-    `tuned` names the constexprs the autotuner's configs set. Called by the `Autotuner.run`
-    wrapper; exposed so a program that picks a winner by other means can apply the same rule.
+    `tuned` names the constexprs the autotuner's configs set; `autotune_key` (the values of its
+    `key` arguments) files the winner per key, since each key may pick another config. Called
+    by the `Autotuner.run` wrapper; exposed so a program that picks a winner by other means can
+    apply the same rule.
     """
     kernel_hash = getattr(kernel, "hash", None)
-    if kernel_hash is None or kernel_hash in _state.decided:
-        return None
-    mode = mode_from_env()
-    if mode == "off":
+    if kernel_hash is None or kernel_hash in _state.decided or mode_from_env() == "off":
         return None
     winner = _variant_of(kernel)
     # The cache was cleared after an earlier decision for this kernel (another autotune key),
@@ -220,7 +289,27 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
         siblings = [v for v in _state.variants.values() if v.kernel_name == winner.kernel_name]
     for sibling in siblings:
         _cache(sibling, tuned)
-    keys = _cache(winner, tuned)
+    return _decide(winner, kernel_hash, tuned, autotune_key=autotune_key)
+
+
+def _decide(
+    winner: CompiledVariant,
+    kernel_hash: str,
+    tuned: frozenset[str],
+    options_chosen_by_caller: bool = False,
+    autotune_key: Mapping[str, Any] | None = None,
+) -> WinnerOutcome | None:
+    """Commit / compare `winner` unless this process already decided its kernel hash."""
+    if kernel_hash in _state.decided:
+        return None
+    mode = mode_from_env()
+    if mode == "off":
+        return None
+    keys = _cache(winner, tuned, options_chosen_by_caller)
+    key_sig_hash = None
+    if autotune_key:
+        per_key = {f"{name}.autotune_key": value for name, value in autotune_key.items()}
+        key_sig_hash = compute_signature_hash(winner.signature, {**keys.specialization, **per_key})
     outcome = on_winner_selected(
         winner.kernel_name,
         keys.sig_hash,
@@ -228,12 +317,35 @@ def winner_selected(kernel: Any, tuned: frozenset[str] = frozenset()) -> WinnerO
         config=keys.config,
         specialization=keys.specialization,
         mode=mode,
+        legacy_sig_hash=keys.legacy_sig_hash,
+        recorded={"asm_digest": winner.asm_digest} if winner.asm_digest else None,
+        autotune_key=autotune_key,
+        key_sig_hash=key_sig_hash,
+        launch_scalars=_state.scalars.get(kernel_hash) if _state.record_scalars else None,
     )
     with _state.lock:
         _state.decided.add(kernel_hash)
     if outcome is not None:
         _state.report(outcome.describe())
     return outcome
+
+
+def autotune_key(
+    autotuner: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The values of the autotuner's `key` arguments in one call (what its winner depends on).
+
+    A tensor (Triton also keys on argument dtypes) is named by its dtype, never its address.
+    """
+    bound = dict(zip(autotuner.arg_names, args, strict=False))
+    bound.update(kwargs)
+    out: dict[str, Any] = {}
+    for name in getattr(autotuner, "keys", ()):
+        if name in bound:
+            value = bound[name]
+            plain = value is None or isinstance(value, bool | int | float | str)
+            out[name] = value if plain else str(getattr(value, "dtype", type(value).__name__))
+    return out
 
 
 def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -246,11 +358,26 @@ def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _TUNED.reset(token)
         if getattr(ret, "hash", None) not in _state.decided:
-            winner_selected(ret, tuned)
+            winner_selected(ret, tuned, autotune_key(self, args, kwargs))
         return ret
 
     run.__triton_invariance_wrapper__ = True  # type: ignore[attr-defined]
     return run
+
+
+def _wrap_warmup(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`Autotuner.warmup` compiles every config with no winner: none of them is a plain kernel
+    to commit, so the listener must know an autotuner is compiling."""
+
+    @functools.wraps(original)
+    def warmup(self: Any, *args: Any, **kwargs: Any) -> Any:
+        token = _TUNED.set(_tuned_names(self))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _TUNED.reset(token)
+
+    return warmup
 
 
 def install(report: Reporter | None = None) -> None:
@@ -271,6 +398,13 @@ def install(report: Reporter | None = None) -> None:
         triton.knobs.compilation.listener = _on_compiled
         _state.original_run = Autotuner.run
         Autotuner.run = _wrap_run(Autotuner.run)
+        _state.original_warmup = Autotuner.warmup
+        Autotuner.warmup = _wrap_warmup(Autotuner.warmup)
+        _state.record_scalars = record_scalars_from_env()
+        if _state.record_scalars:
+            from triton_invariance.scalars import on_launch
+
+            _state.launches.enter_context(on_launch(_on_launch))
         _state.installed = True
 
 
@@ -285,8 +419,14 @@ def uninstall() -> None:
         if triton.knobs.compilation.listener is _on_compiled:
             triton.knobs.compilation.listener = _state.previous_listener
         Autotuner.run = _state.original_run
+        Autotuner.warmup = _state.original_warmup
         _state.previous_listener = None
         _state.original_run = None
+        _state.original_warmup = None
+        _state.launches.close()
+        _state.record_scalars = False
+        _state.scalars.clear()
+        _state.pending.clear()
         _state.variants.clear()
         _state.decided.clear()
         _state.report = _stderr

@@ -79,6 +79,7 @@ def on_compile(callback: Callable[[CompiledVariant], None]) -> Iterator[None]:
     import triton
 
     from triton_invariance.hooks import describe_variant, ttgir_of_compile
+    from triton_invariance.verdict import asm_digest
 
     previous = triton.knobs.compilation.listener
     recording = threading.Event()
@@ -92,8 +93,9 @@ def on_compile(callback: Callable[[CompiledVariant], None]) -> Iterator[None]:
         # and not for a kernel compiled from an IR file (no Python kernel to name).
         if not recording.is_set() or not hasattr(src, "fn"):
             return
-        ttgir = ttgir_of_compile(kwargs["metadata_group"], src.name)
-        callback(describe_variant(src, kwargs["metadata"], ttgir))
+        group = kwargs["metadata_group"]
+        ttgir = ttgir_of_compile(group, src.name)
+        callback(describe_variant(src, kwargs["metadata"], ttgir, asm_digest(group)))
 
     triton.knobs.compilation.listener = listener
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -63,10 +63,15 @@ class Baseline:
     invariance: InvarianceData
     config: Mapping[str, Any] = field(default_factory=dict)
     specialization: Mapping[str, Any] = field(default_factory=dict)
+    # What was observed next to the fingerprint but is not part of it: `asm_digest` (the
+    # backend assembly's hash), `launch_scalars`, `autotune_key`, `family` (the signature hash
+    # the per-key files of one autotuned kernel share), `legacy_signature` (the name-keyed hash
+    # an earlier release filed the variant under).
+    recorded: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document written to disk."""
-        return {
+        doc = {
             "format_version": FORMAT_VERSION,
             "kernel_name": self.kernel_name,
             "signature_hash": self.signature_hash,
@@ -74,6 +79,9 @@ class Baseline:
             "specialization": dict(self.specialization),
             "invariance": {**self.invariance.to_dict(), "config_hash": self.config_hash},
         }
+        if self.recorded:
+            doc["recorded"] = dict(self.recorded)
+        return doc
 
     @classmethod
     def from_dict(cls, doc: object, path: Path) -> Baseline:
@@ -130,7 +138,10 @@ class Baseline:
                 f"invariance.kernel_name {invariance.kernel_name!r} differs from "
                 f"kernel_name {kernel_name!r}",
             )
-        return cls(kernel_name, signature_hash, config_hash, invariance, config, specialization)
+        recorded = _optional_object(doc, "recorded", path)
+        return cls(
+            kernel_name, signature_hash, config_hash, invariance, config, specialization, recorded
+        )
 
 
 def _optional_object(doc: Mapping[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -231,6 +242,18 @@ def list_baselines(base: str | os.PathLike[str] | None = None) -> list[Path]:
     return sorted(p for p in directory.glob("*.json") if p.is_file())
 
 
+def usable_baselines(paths: list[Path]) -> list[Baseline]:
+    """The baselines among `paths` that read cleanly; an unusable file is skipped here (it is
+    reported where it is compared, not where it is only a candidate)."""
+    out = []
+    for path in paths:
+        try:
+            out.append(read_baseline_file(path))
+        except BaselineError:
+            continue
+    return out
+
+
 def commit_invariance(
     kernel_name: str,
     sig_hash: str,
@@ -240,17 +263,27 @@ def commit_invariance(
     config: Mapping[str, Any] | None = None,
     specialization: Mapping[str, Any] | None = None,
     base: str | os.PathLike[str] | None = None,
+    recorded: Mapping[str, Any] | None = None,
 ) -> CommitOutcome:
     """Write the winner's fingerprint as the baseline of `kernel_name`/`sig_hash`.
+
+    `recorded` (unhashed observations: assembly digest, launch scalars, autotune key) is stored
+    next to the fingerprint for the reports.
 
     Returns "created", "updated" (an earlier, different baseline was replaced) or "unchanged"
     (the same fingerprint and config are already committed; the file is left untouched).
     """
     path = baseline_path(kernel_name, sig_hash, base)
     new = Baseline(
-        kernel_name, sig_hash, config_hash, inv, dict(config or {}), dict(specialization or {})
+        kernel_name,
+        sig_hash,
+        config_hash,
+        inv,
+        dict(config or {}),
+        dict(specialization or {}),
+        dict(recorded or {}),
     )
-    text = json.dumps(new.to_dict(), indent=2, allow_nan=False) + "\n"
+    text = _text(new)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
@@ -276,6 +309,31 @@ def commit_invariance(
     return outcome
 
 
+def _text(baseline: Baseline) -> str:
+    return json.dumps(baseline.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def write_new_baseline(baseline: Baseline, base: str | os.PathLike[str] | None = None) -> bool:
+    """Write `baseline` under its own key unless a file is already there (atomically, under the
+    directory lock); False when one was, which is left untouched (it is newer than a re-keyed
+    old baseline)."""
+    path = baseline_path(baseline.kernel_name, baseline.signature_hash, base)
+    try:
+        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
+            if path.exists() or path.is_symlink():
+                return False
+            write_text_atomic(path, _text(baseline), overwrite=True)
+    except LockBusyError:
+        raise BaselineError(
+            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
+        ) from None
+    except OSError as exc:
+        raise BaselineError(
+            path.parent, f"cannot write baselines here ({exc.strerror or exc})"
+        ) from None
+    return True
+
+
 def compare_and_report(
     kernel_name: str,
     sig_hash: str,
@@ -285,6 +343,11 @@ def compare_and_report(
     alternatives: Mapping[str, InvarianceData] | None = None,
     base: str | os.PathLike[str] | None = None,
     notes: list[str] | None = None,
+    fallbacks: Sequence[tuple[str, str]] = (),
+    config: Mapping[str, Any] | None = None,
+    specialization: Mapping[str, Any] | None = None,
+    asm_digest: str | None = None,
+    launch_scalars: Mapping[int, tuple[str, set[str]]] | None = None,
 ) -> bool:
     """Compare `current` with the committed baseline; True on a match.
 
@@ -294,21 +357,45 @@ def compare_and_report(
     whether only the autotuner's choice changed: when the baseline's own config still compiles
     to the baseline fingerprint, the code is numerically unchanged and a different config won.
     What the comparison could not check (a component only one side recorded) is appended to
-    `notes` when given.
+    `notes` when given. Without a baseline under `sig_hash`, the first of `fallbacks` (signature
+    hash, why it was filed there: e.g. the argument-name-keyed hash of earlier releases) that has
+    one is used, with a note saying how to re-key it.
+    With no baseline at all, the error names the nearest committed baseline of the same kernel
+    (`config` / `specialization` are the current variant's, for saying what differs). When
+    only the compile options differ and `asm_digest` equals the baseline's recorded one, the
+    compiled code is the same: a match, with a note saying so. `launch_scalars` (the float
+    arguments of this run's launch, see `scalars`) is compared with the baseline's recorded ones
+    after a match: a change raises `LaunchScalarsChangedError`.
     """
     from triton_invariance.errors import NumericalInvarianceMismatchError
 
     path = baseline_path(kernel_name, sig_hash, base)
-    baseline = load_baseline(kernel_name, sig_hash, base)
+    found = find_baseline(kernel_name, sig_hash, fallbacks, base)
+    baseline = None
+    if found is not None:
+        baseline, path = found.baseline, found.path
+        if found.note is not None and notes is not None:
+            notes.append(found.note)
     if baseline is None:
         raise BaselineNotFoundError(
             path,
             f"no baseline for kernel {kernel_name!r} (signature {sig_hash}); commit one with "
-            f"TRITON_INVARIANCE_COMMIT=1",
+            f"TRITON_INVARIANCE_COMMIT=1"
+            + _nearest_text(current, config or {}, specialization or {}, base),
         )
     if notes is not None:
         notes.extend(baseline.invariance.comparison_notes(current))
-    if baseline.invariance.matches(current):
+    from triton_invariance.verdict import identical_code_note
+
+    same_code = None
+    if not baseline.invariance.matches(current):
+        same_code = identical_code_note(
+            baseline.invariance, baseline.recorded.get("asm_digest"), current, asm_digest
+        )
+    if baseline.invariance.matches(current) or same_code is not None:
+        if same_code is not None and notes is not None:
+            notes.append(same_code)
+        _check_launch_scalars(kernel_name, path, baseline, launch_scalars)
         return True
     report = baseline.invariance.diff_report(current)
     if config_hash is not None and config_hash != baseline.config_hash:
@@ -325,6 +412,120 @@ def compare_and_report(
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
+
+
+def _check_launch_scalars(
+    kernel_name: str,
+    path: Path,
+    baseline: Baseline,
+    launch_scalars: Mapping[int, tuple[str, set[str]]] | None,
+) -> None:
+    """Raise `LaunchScalarsChangedError` when the baseline recorded launch scalars and this
+    launch's differ (nothing to compare when either side did not record them)."""
+    recorded = baseline.recorded.get("launch_scalars")
+    if launch_scalars is None or not isinstance(recorded, dict):
+        return
+    from triton_invariance.errors import LaunchScalarsChangedError
+    from triton_invariance.scalars import scalar_changes
+
+    changes = scalar_changes(recorded, launch_scalars)
+    if changes:
+        raise LaunchScalarsChangedError(kernel_name, path, changes)
+
+
+def _nearest_text(
+    current: InvarianceData,
+    config: Mapping[str, Any],
+    specialization: Mapping[str, Any],
+    base: str | os.PathLike[str] | None,
+) -> str:
+    """`; nearest baseline ...` and its diff report, or "" when the kernel has no baseline."""
+    from triton_invariance.nearest import nearest_baseline
+
+    same_kernel = [
+        p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == current.kernel_name
+    ]
+    candidates = usable_baselines(same_kernel)
+    near = nearest_baseline(current, config, specialization, candidates)
+    if near is None:
+        return ""
+    return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
+
+
+# Why a baseline may sit under another key than the one a compile files it under now.
+BY_NAMES = "filed by argument names (before this release)"
+KEYLESS = "one baseline for every autotune key (before per-key baselines)"
+
+
+def fallback_keys(family: str | None, legacy: str | None) -> list[tuple[str, str]]:
+    """The older keys a baseline may be filed under, most specific first: the signature's
+    single baseline of releases before per-autotune-key baselines (`family`), then the
+    argument-name-keyed hash of releases before position keys (`legacy`)."""
+    keys = [] if family is None else [(family, KEYLESS)]
+    if legacy is not None:
+        keys.append((legacy, BY_NAMES))
+    return keys
+
+
+def recorded_fallbacks(current: Baseline) -> list[tuple[str, str]]:
+    """`fallback_keys` for a file a COMMIT run wrote, from what it recorded (`family`,
+    `legacy_signature`); a value that is not a hex digest is ignored."""
+
+    def digest(key: str) -> str | None:
+        value = current.recorded.get(key)
+        return value if isinstance(value, str) and _SAFE_HASH.fullmatch(value) else None
+
+    return fallback_keys(digest("family"), digest("legacy_signature"))
+
+
+@dataclass(frozen=True)
+class FoundBaseline:
+    """A baseline and the file it came from; `note` says how to re-key one read from an older
+    key (None when it sits under the current key)."""
+
+    baseline: Baseline
+    path: Path
+    note: str | None = None
+    why: str | None = None  # why it sits under an older key (None: the current key)
+
+
+def find_baseline(
+    kernel_name: str,
+    sig_hash: str,
+    fallbacks: Sequence[tuple[str, str]] = (),
+    base: str | os.PathLike[str] | None = None,
+) -> FoundBaseline | None:
+    """The baseline of `kernel_name`/`sig_hash`, else the first of `fallbacks` (older key, why it
+    was filed there; see `fallback_keys`) that has one, else None.
+
+    The one lookup the hooks, the pytest gate, `check` and `rekey` share, so they never disagree
+    on which file a compile is compared with.
+    """
+    found = load_baseline(kernel_name, sig_hash, base)
+    if found is not None:
+        return FoundBaseline(found, baseline_path(kernel_name, sig_hash, base))
+    for old_hash, why in fallbacks:
+        if old_hash == sig_hash:
+            continue
+        found = load_baseline(kernel_name, old_hash, base)
+        if found is not None:
+            old = baseline_path(kernel_name, old_hash, base)
+            new = baseline_path(kernel_name, sig_hash, base)
+            note = (
+                f"baseline read from {old.name}, {why}; re-key it: `triton-invariance rekey "
+                f"CURRENT --write` (CURRENT: a TRITON_INVARIANCE_COMMIT run's directory), or "
+                f"commit once with TRITON_INVARIANCE_COMMIT=1 (writes {new.name}) and delete {old}"
+            )
+            return FoundBaseline(found, old, note, why)
+    return None
+
+
+def family_baselines(
+    kernel_name: str, family: str, base: str | os.PathLike[str] | None = None
+) -> list[Baseline]:
+    """The per-autotune-key baselines of one kernel signature (`recorded.family == family`)."""
+    paths = [p for p in list_baselines(base) if p.stem.rsplit("_", 1)[0] == kernel_name]
+    return [b for b in usable_baselines(paths) if b.recorded.get("family") == family]
 
 
 def _describe(config: Mapping[str, Any]) -> str:

@@ -15,7 +15,9 @@ import click
 from aorta.cli.env import env_group
 from aorta.cli.run import run_command
 from aorta.cli.triage import triage_group
+from aorta.text_safety import terminal_text
 from toolkit_core.cli import run_cli, version_option
+from toolkit_core.text import shorten
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -32,9 +34,15 @@ cli.add_command(env_group)
 cli.add_command(triage_group)
 
 
+def _clean(text: str) -> str:
+    # Errors quote file names and log text: no control characters or bidi overrides reach
+    # the terminal (`text_safety`), and a huge value is cut.
+    return shorten(terminal_text(text))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and map outcomes to exit codes (`toolkit_core.cli.run_cli`)."""
-    return run_cli(cli, argv, "aorta")
+    return run_cli(cli, argv, "aorta", clean=_clean)
 
 
 if __name__ == "__main__":

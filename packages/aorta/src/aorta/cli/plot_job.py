@@ -5,7 +5,7 @@ machine: more than a one-trial matrix of a short command costs in all. `aorta tr
 `matrix.json` and `matrix.md` first (the md's plot line saying the picture is being drawn), then
 `start` (the `plot_drawer` the CLI hands to `run_recipe`) gives the report to
 `python -m aorta.cli.plot_job` on its stdin and returns without
-waiting. The child draws the picture (`output.draw_plot`) and rewrites the plot line of
+waiting. The child draws the picture (`writer.draw_plot`) and rewrites the plot line of
 `matrix.md`, atomically, to link it or say why it was not drawn, but only while `matrix.md` is
 still the text the parent wrote: a newer matrix.md (a resumed run) is never overwritten with an
 older one. If the child dies, the plot line keeps saying how to draw the picture by hand.
@@ -26,7 +26,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from aorta.triage.output import MatrixReport
+    from aorta.triage.report.output import MatrixReport
 
 # Started children, so that tests and benchmarks can wait for them (`wait`) and the interpreter
 # does not warn about a Popen collected while its child still runs.
@@ -80,7 +80,7 @@ def wait(timeout: float | None = None) -> list[int]:
 
 def main() -> int:
     """The child: read `(report, pending_md)` from stdin, draw, update the plot line."""
-    from aorta.triage.output import draw_plot
+    from aorta.triage.report.writer import draw_plot
 
     report, pending_md = pickle.loads(sys.stdin.buffer.read())  # from our parent
     draw_plot(report, pending_md=pending_md)

@@ -18,14 +18,15 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from aorta.cli.run import LineReporter, trial_verdict
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
     from rich.live import Live
 
     from aorta.runner.models import RunRequest, TrialResult
-    from aorta.triage.matrix import CellStats
-    from aorta.triage.reporting import CellPlan
+    from aorta.triage.analysis.cells import CellStats
+    from aorta.triage.report.reporting import CellPlan
 
 ProgressMode = Literal["auto", "live", "plain"]
 
@@ -195,7 +196,7 @@ class LiveReporter:
             cell = self.cells[self.index]
             cell.finished += 1
             cell.failed += 1 if result.outcome == "failed" else 0
-            cell.last = f"trial {result.trial_id + 1}: {trial_verdict(result)}"
+            cell.last = terminal_text(f"trial {result.trial_id + 1}: {trial_verdict(result)}")
             self.units_done += self.plan[self.index].steps
         self.step_no = None
         self._refresh(force=True)

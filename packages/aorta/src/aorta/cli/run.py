@@ -12,6 +12,7 @@ import click
 from aorta.cli.command_options import command_options
 from aorta.registry.models import check_env_var_name
 from aorta.runner.command.flags import command_mapping
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
@@ -53,7 +54,9 @@ class LineReporter:
     def say(self, line: str) -> None:
         """Print a line unless this reporter is muted."""
         if self.echo:
-            click.echo(line)
+            # A failure reason quotes the job's log: no newline or escape of it reaches the
+            # terminal raw (`text_safety`).
+            click.echo(terminal_text(line))
 
     def trial_started(self, request: RunRequest, trial_id: int, seed: int) -> None:
         """Remember the request's size for the trial's result line."""
@@ -154,10 +157,10 @@ def run_command(
     Exit code 0 when every trial passed, 1 when any trial failed or errored (could not
     measure; stderr says so), 2 for bad input.
     """
+    from aorta.atomic import create_run_dir
     from aorta.registry.loader import get_workload
     from aorta.runner import RunRequest, run_trials
     from aorta.runner.trials import distributed_rank
-    from toolkit_core.atomic import create_run_dir
     from toolkit_core.timestamps import dir_stamp
 
     spec = _command_spec(workload, command_mapping(command, **command_flags))

@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from aorta.cli.command_options import command_options
+from aorta.cli.recipe_options import recipe_flag_options, recipe_flag_params
+from aorta.cli.triage_nodes import nodes_command
 from aorta.instrumentation.redaction import redact_value
-from aorta.runner.command.flags import command_mapping
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.runner.command.flags import COMMAND_FLAGS, command_mapping
+from aorta.text_safety import terminal_text
 
 if TYPE_CHECKING:
     from aorta.cli.progress import ProgressMode
     from aorta.runner.command.spec import CommandSpec
     from aorta.triage.recipe import Cell, Recipe
+    from aorta.triage.report.writer import PlotDrawer
 
 
 def _split(value: str | None) -> list[str]:
@@ -79,7 +82,9 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
             f"{budget}{stop_text} steps={cell.steps} env: {vars_}"
         )
         if recipe.command is not None:
-            click.echo(f"    trial 0 runs: {_trial_zero_command(recipe, cell, run_dir)}")
+            click.echo(
+                f"    trial 0 runs: {terminal_text(_trial_zero_command(recipe, cell, run_dir))}"
+            )
 
 
 def _command_settings(spec: CommandSpec) -> str:
@@ -96,12 +101,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     """The shell-quoted command line of the cell's trial 0, secrets in it redacted."""
     import shlex
 
-    from aorta.instrumentation.redaction import redact_embedded_secrets
+    from aorta.instrumentation.redaction import redact_argv
     from aorta.runner.command.runner import trial_argv
-    from aorta.triage.runner import cell_request
+    from aorta.triage.run.local import cell_request
 
     request = cell_request(recipe, run_dir, cell, range(cell.trials), fresh_process=False)
-    return redact_embedded_secrets(shlex.join(trial_argv(request, 0)))
+    return shlex.join(redact_argv(trial_argv(request, 0)))
 
 
 @triage_group.command("run")
@@ -113,47 +118,7 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     help="Run the trials an earlier run directory is missing, in that directory.",
 )
 @click.option("--mode", type=click.Choice(["matrix"]), help="Flag mode (builds a recipe).")
-@click.option("--workload", help="Flag mode: workload name.")
-@click.option("--mitigation-axis", help="Flag mode: comma-separated mitigations.")
-@click.option(
-    "--environment-axis", help="Flag mode: comma-separated environments; image:<ref> = docker."
-)
-@click.option("--trials", type=click.IntRange(min=1), help="Flag mode: trials per cell.")
-@click.option(
-    "--order",
-    type=click.Choice(["interleaved", "sequential"]),
-    default="interleaved",
-    show_default=True,
-    help="Flag mode: interleaved runs trial k of every cell (shuffled) before trial k+1, so "
-    "machine drift hits all cells alike; sequential runs each cell's trials in one go.",
-)
-@click.option(
-    "--stop-after-failures",
-    type=click.IntRange(min=1),
-    help="Flag mode: stop a cell once K of its trials failed (with --max-trials N).",
-)
-@click.option(
-    "--max-trials",
-    type=click.IntRange(min=1),
-    help="Flag mode, with --stop-after-failures: the most trials a cell runs (not --trials).",
-)
-@click.option("--steps", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--ticket", help="Flag mode: investigation ticket (output grouping).")
-@click.option("--baseline-cell", help="Flag mode: baseline cell name.")
-@click.option(
-    "--confound-threshold",
-    type=float,
-    default=DEFAULT_CONFOUND_THRESHOLD,
-    show_default=True,
-    help="Flag mode: step-time ratio above which a cell reads speed (+N%).",
-)
-@click.option(
-    "--alpha",
-    type=float,
-    default=DEFAULT_ALPHA,
-    show_default=True,
-    help="Flag mode: significance level of the failure-rate labels (two-sided Fisher p).",
-)
+@recipe_flag_options
 @click.option(
     "--output-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -167,6 +132,12 @@ def _trial_zero_command(recipe: Recipe, cell: Cell, run_dir: Path) -> str:
     help="Run a recipe read back from a run directory (--resume, or --recipe "
     "recipe.resolved.yaml) even where it runs an interpreter, docker image or variables this "
     "machine's registry does not vouch for.",
+)
+@click.option(
+    "--allow-shared-writable",
+    is_flag=True,
+    help="--resume: read the run directory even if another user owns it or others can write "
+    "it (they could change what the resume runs; see docs/security.md).",
 )
 @click.option(
     "--progress",
@@ -204,6 +175,7 @@ def run_command(
     order: str,
     stop_after_failures: int | None,
     max_trials: int | None,
+    locate: bool,
     steps: int,
     ticket: str | None,
     baseline_cell: str | None,
@@ -212,6 +184,7 @@ def run_command(
     output_dir: Path,
     dry_run: bool,
     trust_environments: bool,
+    allow_shared_writable: bool,
     progress: ProgressMode,
     executor: str | None,
     slurm_config: Path | None,
@@ -229,7 +202,8 @@ def run_command(
     Ctrl-C (a
     partial matrix marked interrupted is written first; --resume continues it).
     """
-    from aorta.triage.recipe import check_trust, load_recipe, recipe_from_flags
+    from aorta.triage.recipe import load_recipe, recipe_from_flags
+    from aorta.triage.recipe.trust import check_recipe_file_trust
 
     if sum(x is not None for x in (recipe_path, mode, resume_dir)) != 1:
         raise click.UsageError(
@@ -238,12 +212,17 @@ def run_command(
     _reject_foreign_options(click.get_current_context(), resume=resume_dir is not None)
     if resume_dir is not None:
         return _resume(
-            resume_dir, dry_run=dry_run, progress=progress, trust=trust_environments, detach=detach
+            resume_dir,
+            dry_run=dry_run,
+            progress=progress,
+            trust=trust_environments,
+            detach=detach,
+            shared=allow_shared_writable,
         )
     if recipe_path is not None:
         recipe = load_recipe(recipe_path)
         if recipe.resolved and not dry_run:
-            _say_trusted(check_trust(recipe, label=str(recipe_path), trusted=trust_environments))
+            _say_trusted(check_recipe_file_trust(recipe, recipe_path, trusted=trust_environments))
     else:
         trials = _trial_budget(trials, stop_after_failures, max_trials)
         spec = command_mapping(command, **command_flags)
@@ -273,6 +252,7 @@ def run_command(
             order=order,
             stop_after_failures=stop_after_failures,
             alpha=alpha,
+            locate=locate,
         )
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor
@@ -316,13 +296,17 @@ def matrix_command(run_dir: Path, confound_threshold: float | None, alpha: float
 
     The previous matrix files are kept under RUN_DIR/previous/<timestamp>/.
     """
-    from aorta.triage.reanalysis import reanalyze
+    from aorta.triage.layout import RunDir
+    from aorta.triage.lifecycle import reanalyse
 
-    report = reanalyze(run_dir, threshold=confound_threshold, alpha=alpha)
+    report = reanalyse(run_dir, threshold=confound_threshold, alpha=alpha)
     for warning in report.matrix.warnings:
-        click.echo(f"aorta triage: warning: {warning}", err=True)
-    click.echo(f"matrix: {run_dir / 'matrix.md'}")
+        click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
+    click.echo(f"matrix: {RunDir(run_dir).matrix_md}")
     return 0
+
+
+triage_group.add_command(nodes_command)
 
 
 @triage_group.command("status")
@@ -354,28 +338,12 @@ def _trial_budget(
     return max_trials
 
 
-# Options that only flag mode reads; a recipe or a resumed run carries these settings itself.
+# Options that only flag mode reads (declared with the recipe's fields and the command
+# workload's flags); a recipe or a resumed run carries these settings itself.
 _FLAG_MODE_ONLY = (
-    "workload",
+    *recipe_flag_params(),
     "command",
-    "step_time",
-    "step_time_unit",
-    "failure_pattern",
-    "cwd",
-    "keep_logs",
-    "hang_after",
-    "trial_timeout",
-    "mitigation_axis",
-    "environment_axis",
-    "trials",
-    "order",
-    "stop_after_failures",
-    "max_trials",
-    "steps",
-    "ticket",
-    "baseline_cell",
-    "confound_threshold",
-    "alpha",
+    *(flag.param for flag in COMMAND_FLAGS),
 )
 
 
@@ -402,25 +370,44 @@ def _reject_foreign_options(ctx: click.Context, *, resume: bool) -> None:
 def _say_trusted(actions: list[str]) -> None:
     """Say what a trusted read-back recipe runs that the registry does not vouch for."""
     for action in actions:
-        click.echo(f"aorta triage: trusted (--trust-environments): {action}", err=True)
+        click.echo(
+            f"aorta triage: trusted (--trust-environments): {terminal_text(action)}", err=True
+        )
 
 
 def _resume(
-    run_dir: Path, *, dry_run: bool, progress: ProgressMode, trust: bool, detach: bool
+    run_dir: Path,
+    *,
+    dry_run: bool,
+    progress: ProgressMode,
+    trust: bool,
+    detach: bool,
+    shared: bool = False,
 ) -> int:
+    from aorta.triage.layout import RunDir
     from aorta.triage.recipe.trust import check_run_trust
-    from aorta.triage.rundir import RESOLVED_NAME, read_run_recipe
+    from aorta.triage.run.rundir import read_run_recipe
 
     # Not a triage run, or a hostile one: one line, exit 2.
     recipe, digest = read_run_recipe(run_dir)
     _describe(recipe, run_dir)
     if dry_run:
         return 0
-    label = str(run_dir / RESOLVED_NAME)
-    _say_trusted(check_run_trust(recipe, run_dir, digest, label=label, trusted=trust))
+    label = str(RunDir(run_dir).resolved_recipe)
+    if shared:
+        click.echo(
+            f"aorta triage: --allow-shared-writable: not checking who owns or can write {run_dir}",
+            err=True,
+        )
+    trusted = check_run_trust(
+        recipe, run_dir, digest, label=label, trusted=trust, allow_shared_writable=shared
+    )
+    _say_trusted(trusted)
     if detach and recipe.executor is None:
         raise click.UsageError("--detach: only with the SLURM executor")
-    return _execute(recipe, run_dir, progress, resume=True, trust=trust, detach=detach)
+    return _execute(
+        recipe, run_dir, progress, resume=True, trust=trust, detach=detach, shared=shared
+    )
 
 
 def _execute(
@@ -431,62 +418,77 @@ def _execute(
     resume: bool = False,
     trust: bool = False,
     detach: bool = False,
+    shared: bool = False,
 ) -> int:
-    """Run (`target` = output root) or resume (`target` = the run directory) and report."""
+    """Start (`target` = output root) or resume (`target` = the run directory) the run on the
+    recipe's executor, and report."""
     import os
     import sys
 
     from aorta.cli.progress import choose_reporter
     from aorta.runner.trials import distributed_rank
-    from aorta.triage.runner import TriageInterrupted, resume_run, run_recipe
+    from aorta.triage import lifecycle
+    from aorta.triage.layout import RunDir
 
     # Under torchrun every rank runs the cells; only rank 0 writes and talks.
     loud = distributed_rank()[0] == 0
     reporter = choose_reporter(
         progress, echo=loud, stdout_is_tty=sys.stdout.isatty(), environ=os.environ
     )
+    queue = None
+    if recipe.executor is not None:
+        from aorta.cli.triage_slurm import QueueLines
+
+        queue = QueueLines()
     try:
-        if recipe.executor is not None:
-            from aorta.cli.triage_slurm import execute_on_slurm, say_detached
-
-            run_dir, slurm_report = execute_on_slurm(
-                recipe, target, reporter, resume=resume, detach=detach
+        with reporter:
+            outcome = lifecycle.run(
+                recipe,
+                target,
+                resuming=resume,
+                reporter=reporter,
+                trust_environments=trust,
+                progress=queue,
+                detach=detach,
+                # matplotlib in a child process: the matrix is not kept waiting for it.
+                plot_drawer=None if resume else _plot_drawer(recipe),
+                allow_shared_writable=shared,
             )
-            if slurm_report is None:
-                say_detached(run_dir)
-                return 0
-            report = slurm_report
-        else:
-            with reporter:
-                if resume:
-                    report = resume_run(target, reporter=reporter, trust_environments=trust)
-                else:
-                    from aorta.cli import plot_job
-
-                    # matplotlib in a child process: the matrix is not kept waiting for it.
-                    report = run_recipe(
-                        recipe, target, reporter=reporter, plot_drawer=plot_job.start
-                    )
-    except TriageInterrupted as exc:
+    except lifecycle.TriageInterrupted as exc:
         if loud:
-            matrix_md = exc.report.run_dir / "matrix.md"
+            matrix_md = RunDir(exc.report.run_dir).matrix_md
             click.echo(f"aorta triage: interrupted; partial matrix: {matrix_md}", err=True)
-            from aorta.triage.rundir import resume_command
+            from aorta.triage.run.rundir import resume_command
 
             click.echo(
                 f"aorta triage: to finish it: {resume_command(exc.report.run_dir)}", err=True
             )
         raise
+    if outcome.report is None:
+        from aorta.cli.triage_slurm import say_detached
+
+        say_detached(outcome.run_dir)
+        return 0
+    report = outcome.report
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)
     if loud:
         for warning in report.matrix.warnings:
-            click.echo(f"aorta triage: warning: {warning}", err=True)
+            click.echo(f"aorta triage: warning: {terminal_text(warning)}", err=True)
         if errored_trials:
             click.echo(
                 f"aorta triage: {errored_trials} trial(s) errored (could not measure); "
                 "they are left out of every rate: see the warnings above and matrix.md",
                 err=True,
             )
-        click.echo(f"matrix: {report.run_dir / 'matrix.md'}")
+        click.echo(f"matrix: {RunDir(report.run_dir).matrix_md}")
     failed_cells = any(row.stats.error for row in report.matrix.rows)
     return 1 if failed_cells or errored_trials else 0
+
+
+def _plot_drawer(recipe: Recipe) -> PlotDrawer | None:
+    """A local run's plot is drawn in a child process (`aorta.cli.plot_job`); SLURM's here."""
+    if recipe.executor is not None:
+        return None
+    from aorta.cli import plot_job
+
+    return plot_job.start

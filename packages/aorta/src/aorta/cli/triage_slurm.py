@@ -12,13 +12,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-if TYPE_CHECKING:
-    from aorta.cli.progress import LiveReporter, TriageLineReporter
-    from aorta.triage.output import MatrixReport
-    from aorta.triage.recipe import Recipe
-    from aorta.triage.slurm.driver import CellQueue
+from aorta.text_safety import terminal_text
 
-    CliReporter = LiveReporter | TriageLineReporter
+if TYPE_CHECKING:
+    from aorta.triage.recipe import Recipe
+    from aorta.triage.slurm.executor import CellQueue
 
 
 def apply_executor(recipe: Recipe, executor: str | None, slurm_config: Path | None) -> Recipe:
@@ -51,48 +49,33 @@ class QueueLines:
 
     def notice(self, message: str) -> None:
         """A line from oellm-autoexp."""
-        click.echo(f"aorta triage: slurm: {message}", err=True)
-
-
-def execute_on_slurm(
-    recipe: Recipe, target: Path, reporter: CliReporter, *, resume: bool, detach: bool
-) -> tuple[Path, MatrixReport | None]:
-    """Run or resume `recipe` on SLURM with the CLI's reporters; (run dir, report or None)."""
-    from aorta.triage.slurm.driver import resume_on_slurm, run_on_slurm
-
-    with reporter:
-        if resume:
-            report = resume_on_slurm(
-                recipe, target, reporter=reporter, progress=QueueLines(), detach=detach
-            )
-            return target, report
-        return run_on_slurm(recipe, target, reporter=reporter, progress=QueueLines(), detach=detach)
+        click.echo(f"aorta triage: slurm: {terminal_text(message)}", err=True)
 
 
 def say_detached(run_dir: Path) -> None:
     """What to run next after `--detach`."""
     click.echo(f"aorta triage: submitted to SLURM; run directory: {run_dir}")
     click.echo(f"aorta triage: where it stands: aorta triage status {run_dir}")
-    from aorta.triage.rundir import resume_command
+    from aorta.triage.run.rundir import resume_command
 
     click.echo(f"aorta triage: watch it and write the matrix: {resume_command(run_dir)}")
 
 
 def print_status(run_dir: Path) -> int:
     """`aorta triage status RUN_DIR`: per cell pending / running / done, failures and errors."""
-    from aorta.triage.rundir import load_run_recipe
+    from aorta.triage.run.rundir import load_run_recipe
     from aorta.triage.slurm.state import is_slurm_run, load_state
 
     recipe = load_run_recipe(run_dir)
     if not is_slurm_run(run_dir):
-        from aorta.triage.rundir import trials_on_disk
+        from aorta.triage.run.rundir import trials_on_disk
 
         click.echo(f"{run_dir}: a local run")
         for cell in recipe.cells:
             found = len(trials_on_disk(run_dir, cell))
             click.echo(f"  {cell.name}: {found}/{cell.trials} trial(s) on disk")
         return 0
-    from aorta.triage.slurm.driver import slurm_status
+    from aorta.triage.slurm.executor import slurm_status
 
     rows = slurm_status(recipe, run_dir)
     state = load_state(run_dir, {cell.name: cell.trials for cell in recipe.cells})

@@ -19,15 +19,33 @@ too much:
   - `key=value` pairs whose key is sensitive by the name rule above: query strings
     (JDBC `?password=`), connection strings (Azure `AccountKey=`, `SharedAccessSignature=`)
     and command-line flags inside a value (`--api-secret=...`, also `--api-secret ...`).
-    The value ends at whitespace, `;` or `&`.
+    The value ends at whitespace, `;` or `&`;
+  - secrets of a known shape wherever they are (`secret_shapes`: `ghp_`, `hf_`, `sk-`, JWTs,
+    AWS keys, PEM private keys, `Authorization: Bearer`, webhook paths, ...);
+* in argv (`redact_argv`): the word after a sensitive flag (`--hf-token X`) as well.
+
+All of it runs in time linear in the value's length (a 29 KB base64 variable once took 10 s).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-REDACTED = "<redacted>"
+from aorta.instrumentation.secret_shapes import REDACTED, redact_shapes
+
+__all__ = [
+    "REDACTED",
+    "SENSITIVE_NAME_PARTS",
+    "SENSITIVE_NAME_WORDS",
+    "is_redacted",
+    "is_sensitive_name",
+    "redact_argv",
+    "redact_embedded_secrets",
+    "redact_environ",
+    "redact_url_credentials",
+    "redact_value",
+]
 
 SENSITIVE_NAME_PARTS: tuple[str, ...] = (
     "TOKEN",
@@ -44,25 +62,28 @@ SENSITIVE_NAME_PARTS: tuple[str, ...] = (
 )
 
 # Too short to match as substrings without hitting PATH, PWD-free names and signals.
-SENSITIVE_NAME_WORDS: frozenset[str] = frozenset({"PAT", "PWD", "PW", "SIG"})
+# SIGNATURE as a word: `X-Amz-Signature=` in a presigned URL.
+SENSITIVE_NAME_WORDS: frozenset[str] = frozenset({"PAT", "PWD", "PW", "SIG", "SIGNATURE"})
 
 # Variables that only look sensitive by the word rule: the shell's working directories.
 _NOT_SECRET_NAMES = frozenset({"PWD", "OLDPWD"})
 
 _WORD_SPLIT = re.compile(r"[^A-Z0-9]+")
 
-# The userinfo part of a URL. Either `user:password@` where the password may contain "@"
-# or "/" (greedy up to the last "@" of the word), or `token@` that does not cross the start
-# of the path, query or fragment (so "https://host/a@b" is left alone). Whitespace ends a
-# word: values such as PIP_EXTRA_INDEX_URL hold several URLs separated by spaces.
-_URL_USERINFO = re.compile(
-    r"(?P<scheme>\b[a-z][a-z0-9+.\-]*://)(?:[^\s/?#@:]+:\S*@|[^\s/?#@]+@)", re.IGNORECASE
+# `key=value` inside a value (query strings, connection strings, `--flag=value`) and
+# `--flag value`; whether the key is sensitive is decided by `is_sensitive_name`. Each starts
+# only where its key can start (the look-behind), so a long run of key characters is tried
+# once, not at every offset: linear time on any value.
+_KEY_CHARS = r"[A-Za-z0-9_.\-]"
+_KEY_VALUE = re.compile(rf"(?<!{_KEY_CHARS})(?P<key>{_KEY_CHARS}+)(?P<sep>=)(?P<value>[^\s;&]+)")
+_FLAG_VALUE = re.compile(
+    rf"(?<!{_KEY_CHARS})(?P<key>--?{_KEY_CHARS}+)(?P<sep>\s+)(?P<value>[^\s\-][^\s;&]*)"
 )
 
-# `key=value` inside a value (query strings, connection strings, `--flag=value`) and
-# `--flag value`; whether the key is sensitive is decided by `is_sensitive_name`.
-_KEY_VALUE = re.compile(r"(?P<key>[A-Za-z0-9_.\-]+)(?P<sep>=)(?P<value>[^\s;&]+)")
-_FLAG_VALUE = re.compile(r"(?P<key>--?[A-Za-z0-9_.\-]+)(?P<sep>\s+)(?P<value>[^\s\-][^\s;&]*)")
+_WHITESPACE = re.compile(r"(\s+)")
+# Where a URL's userinfo must have ended: the path, query, fragment, the `@` or `user:`.
+_USERINFO_STOP = re.compile(r"[/?#@:]")
+_SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 def is_sensitive_name(name: str) -> bool:
@@ -75,14 +96,54 @@ def is_sensitive_name(name: str) -> bool:
     return any(word in SENSITIVE_NAME_WORDS for word in _WORD_SPLIT.split(upper))
 
 
+def _redact_word_userinfo(word: str) -> str:
+    """The userinfo of every URL in one whitespace-free `word`, redacted, in one pass.
+
+    Either `user:password@`, where the password may hold `@` and `/` (so up to the word's last
+    `@`), or `token@` with no `/`, `?` or `#` before the `@` (so `https://host/a@b` stays).
+    """
+    last_at = word.rfind("@")
+    if last_at < 0:
+        return word
+    out: list[str] = []
+    pos = search = 0
+    while (mark := word.find("://", search, last_at)) != -1:
+        start = search = mark + 3
+        if mark == 0 or word[mark - 1] not in _SCHEME_CHARS:
+            continue
+        stop = _USERINFO_STOP.search(word, start)
+        if stop is None or stop.start() == start:
+            continue
+        end = stop.start()
+        if word[end] == ":" and last_at > end:
+            out.append(f"{word[pos:start]}{REDACTED}")
+            pos = last_at  # nothing after the last `@` can hold more userinfo
+            break
+        if word[end] == "@":
+            out.append(f"{word[pos:start]}{REDACTED}")
+            pos = end
+            search = end + 1
+    out.append(word[pos:])
+    return "".join(out)
+
+
 def redact_url_credentials(value: str) -> str:
-    """`value` with the userinfo of every embedded URL replaced by `REDACTED`."""
-    return _URL_USERINFO.sub(lambda m: f"{m.group('scheme')}{REDACTED}@", value)
+    """`value` with the userinfo of every embedded URL replaced by `REDACTED` (linear time:
+    each whitespace-separated word is scanned a bounded number of times)."""
+    if "@" not in value:
+        return value
+    return "".join(_redact_word_userinfo(part) for part in _WHITESPACE.split(value))
+
+
+def _is_sensitive_key(key: str) -> bool:
+    """`is_sensitive_name` for a key inside a value: there `Pwd=` is an ODBC password, not
+    the shell's working directory."""
+    return key.upper() in _NOT_SECRET_NAMES or is_sensitive_name(key)
 
 
 def _redact_pairs(pattern: re.Pattern[str], value: str) -> str:
     def replace(match: re.Match[str]) -> str:
-        if not is_sensitive_name(match.group("key").lstrip("-")):
+        if not _is_sensitive_key(match.group("key").lstrip("-")):
             return match.group(0)
         return f"{match.group('key')}{match.group('sep')}{REDACTED}"
 
@@ -90,7 +151,9 @@ def _redact_pairs(pattern: re.Pattern[str], value: str) -> str:
 
 
 def redact_embedded_secrets(value: str) -> str:
-    """`value` with URL credentials and sensitive `key=value` / `--flag value` pairs redacted."""
+    """`value` with URL credentials, sensitive `key=value` / `--flag value` pairs and secrets
+    of a known shape (`secret_shapes`: tokens, keys, webhooks) redacted."""
+    value = redact_shapes(value)
     value = redact_url_credentials(value)
     value = _redact_pairs(_KEY_VALUE, value)
     return _redact_pairs(_FLAG_VALUE, value)
@@ -101,6 +164,27 @@ def redact_value(name: str, value: str) -> str:
     if is_sensitive_name(name):
         return REDACTED
     return redact_embedded_secrets(value)
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """`argv` as it may be recorded or printed: the word after a sensitive flag (`--hf-token
+    X`, `--wandb_key X`), the value of `--api-key=X`, and secrets found in any word, redacted.
+    """
+    shown: list[str] = []
+    hide_next = False
+    for word in argv:
+        if hide_next:
+            shown.append(REDACTED)
+            hide_next = False
+            continue
+        flag, sep, _value = word.partition("=")
+        if word.startswith("-") and len(flag) > 1 and is_sensitive_name(flag.lstrip("-")):
+            if sep:
+                shown.append(f"{flag}={REDACTED}")
+                continue
+            hide_next = True
+        shown.append(redact_embedded_secrets(word))
+    return shown
 
 
 def is_redacted(value: str) -> bool:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aorta.atomic import write_json_atomic
 from aorta.registry.models import Environment, Mitigation
 from aorta.runner.in_process import build_trial_result, run_trial_in_process, utc_timestamp
 from aorta.runner.launchers import Launcher, python_launcher
@@ -26,7 +27,6 @@ from aorta.runner.lifetime import child_tmp_prefix, die_with_parent, remove_orph
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.ownership import TrialOwnership
 from aorta.runner.resolve import ResolvedRequest, resolve_request
-from toolkit_core.atomic import write_json_atomic
 
 # How much of a crashed child's log ends up in the failed trial's `traceback` field.
 _LOG_TAIL_CHARS = 8000
@@ -52,6 +52,7 @@ def _request_to_spec(request: RunRequest) -> dict[str, Any]:
         "seed": request.seed,
         "pinned_mitigations": [_entry_spec(m) for m in request.pinned_mitigations],
         "fingerprint_kernels": request.fingerprint_kernels,
+        "locate": request.locate,
     }
 
 
@@ -68,6 +69,7 @@ def _request_from_spec(spec: dict[str, Any]) -> RunRequest:
         seed=spec["seed"],
         pinned_mitigations=tuple(Mitigation(**m) for m in spec.get("pinned_mitigations", ())),
         fingerprint_kernels=spec.get("fingerprint_kernels", False),
+        locate=spec.get("locate", False),
     )
 
 

@@ -12,7 +12,7 @@ from aorta.registry.models import Mitigation
 
 # Every trial also carries its seed in these variables (besides `{seed}` in a command's argv and
 # `TrialContext.seed`): a script that hard-codes its seed reads it with one line, and trials that
-# ignore their seed are found as copies by the matrix (`aorta.triage.independence`).
+# ignore their seed are found as copies by the matrix (`aorta.triage.analysis.independence`).
 SEED_VARIABLE: Final = "AORTA_SEED"
 HASH_SEED_VARIABLE: Final = "PYTHONHASHSEED"
 # Python refuses to start when PYTHONHASHSEED is outside 0..2**32-1.

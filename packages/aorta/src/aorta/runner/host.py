@@ -3,7 +3,7 @@
 A step-time ratio compares two cells' speeds; it means something only when both ran on the
 same hardware. Once a matrix is spread over a cluster, each trial must say where it ran, so
 that the matrix can warn when cells ran on different CPU or GPU models and break step times
-down per node (`aorta.triage.hardware`).
+down per node (`aorta.triage.analysis.hardware`).
 
 Collected cheaply: the node name and CPU model once per process (`/proc/cpuinfo` can be slow
 on many-core hosts), the SLURM ids from the trial's environment on each call. GPU models come

@@ -4,7 +4,7 @@ A wall clock (a log's printed step times, the arrival of lines, `time.perf_count
 the machine as well as the work: a neighbour's job that starts halfway through a matrix makes
 every later step slower. Each trial therefore records the range of the host's 1-minute load
 average (`/proc/loadavg`) it saw, so that the matrix can say how loaded the host was and warn
-when the load moved a lot (`aorta.triage.step_sources`).
+when the load moved a lot (`aorta.triage.analysis.step_sources`).
 
 Sampling is cheap (one small read): at the start and end of the trial, and in between at most
 every `interval_s` seconds when the caller offers a sample (a command trial offers one per

@@ -8,9 +8,10 @@ import time
 import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aorta.instrumentation.environment import collect_env
+from aorta.instrumentation.locate_record import trial_record
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.environ import applied_environ
 from aorta.runner.host import collect_host
@@ -19,6 +20,9 @@ from aorta.runner.models import Execution, Outcome, TrialResult
 from aorta.runner.outcome import classify_exception, classify_outcome
 from aorta.runner.resolve import ResolvedRequest
 from aorta.workloads.contract import StepCallback, TrialContext, WorkloadOutcome, ignore_step
+
+if TYPE_CHECKING:  # torch is imported only when a trial asks for locating
+    from aorta.instrumentation.locate import Locator
 
 
 def utc_timestamp() -> str:
@@ -40,6 +44,28 @@ def _kernel_recording(enabled: bool) -> Iterator[dict[str, str] | None]:
 
     with record_fingerprints() as seen:
         yield seen
+
+
+@contextlib.contextmanager
+def _locating(enabled: bool) -> Iterator[Locator | None]:
+    """A locator installed while the block runs, when enabled and torch is importable.
+
+    Imported here: the locator imports torch, which only a locating trial needs.
+    """
+    if not enabled:
+        yield None
+        return
+    try:
+        from aorta.instrumentation.locate import Locator
+    except ImportError:  # no torch in this interpreter: there is nothing to locate
+        yield None
+        return
+    locator = Locator()
+    locator.install()
+    try:
+        yield locator
+    finally:
+        locator.remove()
 
 
 def run_trial_in_process(
@@ -74,10 +100,12 @@ def run_trial_in_process(
         # The default classification of an exception needs to know whether a step completed.
         nonlocal steps_completed
         steps_completed += 1
+        if locator is not None:
+            locator.end_step(step)  # later checks belong to the next step
         load.sample(time.monotonic())  # at most one read per interval
         on_step(step, loss, step_time_ms)
 
-    with applied_environ(resolved.trial_env(trial_id)):
+    with _locating(request.locate) as locator, applied_environ(resolved.trial_env(trial_id)):
         ctx = TrialContext(
             trial_id=trial_id,
             seed=request.trial_seed(trial_id),
@@ -99,6 +127,7 @@ def run_trial_in_process(
         # Taken after the workload ran, still inside the trial's environment: by then the
         # workload has imported its libraries, so their effective settings can be read.
         snapshot = collect_env(scope="trial")
+    first_nonfinite = trial_record(locator) if request.locate else None
     load.sample(time.monotonic(), force=True)
     return build_trial_result(
         resolved,
@@ -115,6 +144,7 @@ def run_trial_in_process(
         world_size=world_size,
         kernel_fingerprints=None if fingerprints is None else dict(fingerprints),
         host_load=load.record(),
+        first_nonfinite=first_nonfinite,
     )
 
 
@@ -134,6 +164,7 @@ def build_trial_result(
     world_size: int = 1,
     kernel_fingerprints: dict[str, str] | None = None,
     host_load: HostLoad | None = None,
+    first_nonfinite: dict[str, Any] | None = None,
 ) -> TrialResult:
     """The trial record; `outcome` is None when the workload produced none (it raised, died).
 
@@ -168,4 +199,5 @@ def build_trial_result(
         kernel_fingerprints=kernel_fingerprints,
         host=collect_host(),
         host_load=host_load,
+        first_nonfinite=first_nonfinite,
     )

@@ -59,6 +59,9 @@ class RunRequest:
     # Record `{kernel: fingerprint}` of the Triton kernels each trial compiles (needs the
     # triton-invariance package); forces a fresh process per trial, see `ResolvedRequest`.
     fingerprint_kernels: bool = False
+    # Record where each trial's first non-finite value appeared (`TrialResult.first_nonfinite`,
+    # see aorta.instrumentation.locate); off by default, it costs step time.
+    locate: bool = False
 
     def __post_init__(self) -> None:
         if self.trials < 1:
@@ -157,6 +160,9 @@ class TrialResult:
     # The host's 1-minute load average over the trial (`aorta.runner.host_load`); None where
     # it was not sampled (in-process trials, records written before it existed).
     host_load: HostLoad | None = None
+    # Where the first non-finite value appeared (`aorta.instrumentation.locate_record`: a
+    # location or `{"located": false, "reason": ...}`); None when the request did not ask.
+    first_nonfinite: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:

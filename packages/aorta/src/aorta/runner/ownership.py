@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeGuard
 
+from aorta.atomic import write_json_atomic
 from aorta.runner.command.process import read_proc
-from toolkit_core.atomic import write_json_atomic
 
 OWNER_SUFFIX = ".owner"
 OWNER_ENV = "AORTA_TRIAL_OWNER"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from aorta.runner.models import RunRequest, TrialResult
+from aorta.workloads.contract import StepCallback
 
 
 class TrialReporter(Protocol):
@@ -31,3 +32,12 @@ class NullReporter:
 
     def trial_finished(self, result: TrialResult) -> None:
         """Ignore."""
+
+
+def step_hook(report: TrialReporter, trial_id: int) -> StepCallback:
+    """A step callback that forwards to `report.step` for trial `trial_id`."""
+
+    def on_step(step: int, loss: float | None, step_time_ms: float) -> None:
+        report.step(trial_id, step, loss, step_time_ms)
+
+    return on_step

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from aorta.atomic import write_json_atomic
 from aorta.errors import EnvironmentUnavailableError, OutputExistsError
 from aorta.runner.child import run_trial_in_child
 from aorta.runner.environ import applied_environ
@@ -16,10 +17,8 @@ from aorta.runner.in_process import run_trial_in_process
 from aorta.runner.launchers import Launcher, launcher_for
 from aorta.runner.models import Execution, RunRequest, TrialResult
 from aorta.runner.ownership import owning_trial
-from aorta.runner.reporting import NullReporter, TrialReporter
+from aorta.runner.reporting import NullReporter, TrialReporter, step_hook
 from aorta.runner.resolve import ResolvedRequest, resolve_request
-from aorta.workloads.contract import StepCallback
-from toolkit_core.atomic import write_json_atomic
 
 
 def distributed_rank() -> tuple[int, int]:
@@ -65,15 +64,6 @@ def launcher_held_env(resolved: ResolvedRequest, environ: Mapping[str, str]) -> 
             )
         held.update(wanted)
     return held
-
-
-def step_hook(report: TrialReporter, trial_id: int) -> StepCallback:
-    """A step callback that forwards to `report.step` for trial `trial_id`."""
-
-    def on_step(step: int, loss: float | None, step_time_ms: float) -> None:
-        report.step(trial_id, step, loss, step_time_ms)
-
-    return on_step
 
 
 class TrialSessionLike(Protocol):

@@ -13,10 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from aorta.triage.recipe import Recipe
+from typing import Protocol
 
 MAX_NAME_LENGTH = 100
 INLINE_PREFIX = "_inline_"
@@ -77,7 +74,17 @@ def inline_environment_name(image_ref: str) -> str:
 NO_TICKET = "_no_ticket_"
 
 
-def runs_parent(output_root: Path, recipe: Recipe) -> Path:
+class _RunOwner(Protocol):
+    # What `runs_parent` reads of a recipe; a protocol so this leaf never imports the recipe
+    # package (which imports it).
+    @property
+    def ticket(self) -> str | None: ...
+
+    @property
+    def workload(self) -> str: ...
+
+
+def runs_parent(output_root: Path, recipe: _RunOwner) -> Path:
     """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
     ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
     for what, name in (("ticket", ticket), ("workload", recipe.workload)):

@@ -78,8 +78,9 @@ class BackendInterface(RegistrableConfigInterface):
     """A training backend adapter, registered with compoconf.
 
     Subclasses set ``config_class`` to their `BackendConfig` subclass and are decorated with
-    ``@compoconf.register``. The planner calls `validate` once with every job, then
-    `build_launch` per job.
+    ``@compoconf.register``. The planner streams the sweep: it calls `validate` with each
+    batch of up to 1,000 jobs (every job is validated once, in some batch), then
+    `build_launch` per job of that batch.
     """
 
     config: BackendConfig
@@ -89,7 +90,7 @@ class BackendInterface(RegistrableConfigInterface):
         self.config = config
 
     def validate(self, jobs: Sequence[JobContext]) -> None:
-        """Check the backend config against every job's params before anything is written.
+        """Check the backend config against these jobs' params (one batch of the plan's).
 
         Raise `oellm_autoexp.errors.ConfigError` naming the key path on a bad value.
         """

@@ -115,7 +115,9 @@ class CommandBackend(BackendInterface):
         """argv/env templates formatted with this job's fields."""
         fields = job.format_fields()
         return LaunchCommand(
-            argv=tuple(_format(item, fields) for item in self.config.argv),
+            argv=tuple(
+                [item.format_map(fields) if "{" in item else item for item in self.config.argv]
+            ),
             env={name: _format(value, fields) for name, value in self.config.env.items()},
         )
 

@@ -7,6 +7,7 @@ below both so the monitor never imports the planner.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,7 +35,7 @@ def per_job_backends(
 
     from oellm_autoexp.config.loader import translate_parse_error
 
-    if not any(k.startswith(BACKEND_PREFIX) for ctx in contexts for k in ctx.params):
+    if not any(_sweeps_backend(tuple(ctx.params)) for ctx in contexts):
         return [default] * len(contexts)
     base_data = _dump(base_config)
     checked: set[tuple[str, str]] = set()
@@ -105,3 +106,9 @@ def _set_path(data: Mapping[str, Any], dotted: str, value: Any) -> dict[str, Any
     else:
         copy[head] = value
     return copy
+
+
+@functools.lru_cache(maxsize=256)
+def _sweeps_backend(keys: tuple[str, ...]) -> bool:
+    """Whether params with these keys change the backend (jobs of a sweep share their keys)."""
+    return any(k.startswith(BACKEND_PREFIX) for k in keys)

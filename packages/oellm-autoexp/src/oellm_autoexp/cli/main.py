@@ -20,7 +20,8 @@ from oellm_autoexp.errors import EXIT_OK
 from toolkit_core.cli import run_cli, version_option
 
 if TYPE_CHECKING:
-    from oellm_autoexp.planning import PlanResult
+    from oellm_autoexp.plan import Plan
+    from oellm_autoexp.planning import PlanResult, WrittenPlan
 
 SUMMARY_ROWS = 20
 
@@ -117,9 +118,20 @@ def plan_command(
     show_all: bool,
 ) -> None:
     """Expand the sweep and write scripts and plan files; submit nothing."""
-    result, notes = _plan(config, overrides, config_dir, test_only)
-    _print_summary(result, show_all=show_all)
-    for note in notes:
+    from dataclasses import replace
+
+    from oellm_autoexp import api
+
+    collected = _Notes()
+    written = api.plan_streamed(
+        config, overrides, config_dir=config_dir, test_only=test_only, reporter=collected
+    )
+    if show_all and written.jobs > len(written.plan.jobs):
+        # --all lists every job: read back the plan just written.
+        full = _read_plan(written.plan.plan_dir)
+        written = replace(written, plan=full)
+    _print_summary(written, show_all=show_all)
+    for note in collected.lines:
         click.echo(note, err=note.startswith("warning"))
 
 
@@ -255,12 +267,12 @@ def submit_command(
     return EXIT_OK
 
 
-def _print_summary(result: PlanResult, *, show_all: bool) -> None:
+def _print_summary(written: WrittenPlan, *, show_all: bool) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    plan = result.plan
+    plan = written.plan
     # Every value printed here comes from the config (sweep values, names, paths): data, never
     # Rich markup, so `[dummy] training` prints as written and `[/]` cannot raise.
     console = Console(highlight=False, markup=False)
@@ -268,12 +280,11 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
         console = Console(highlight=False, markup=False, width=200)
     arrays = sum(1 for s in plan.scripts if s.array_spec)
     console.print(
-        f"plan {plan.plan_id}: {len(plan.jobs)} job(s) in {len(plan.scripts)} script(s) "
+        f"plan {plan.plan_id}: {written.jobs} job(s) in {len(plan.scripts)} script(s) "
         f"({arrays} array(s)); nothing submitted"
     )
     table = Table(show_edge=False, pad_edge=False)
-    staged = any(job.stage for job in plan.jobs)
-    stage_columns = ("stage", "starts") if staged else ()
+    stage_columns = ("stage", "starts") if written.staged else ()
     for column in ("#", "name", "job id", *stage_columns, "script", "task", "params"):
         table.add_column(column, overflow="fold")
     jobs = plan.jobs if show_all else plan.jobs[:SUMMARY_ROWS]
@@ -282,7 +293,7 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
         params = " ".join(f"{k}={_short(v)}" for k, v in job.params.items())
         task = str(job.array.task_index) if job.array else "-"
         stage_cells: tuple[str, ...] = ()
-        if staged:
+        if written.staged:
             link = job.stage
             starts = "at once"
             if link is not None and link.after is not None:
@@ -291,19 +302,27 @@ def _print_summary(result: PlanResult, *, show_all: bool) -> None:
         cells = (str(job.index), job.name, job.job_id, *stage_cells, job.script.name, task, params)
         table.add_row(*(Text(cell) for cell in cells))
     console.print(table)
-    if len(jobs) < len(plan.jobs):
-        console.print(f"... and {len(plan.jobs) - len(jobs)} more (--all lists every job)")
+    if len(jobs) < written.jobs:
+        console.print(f"... and {written.jobs - len(jobs)} more (--all lists every job)")
     # --- sweep.filter and cost lines (oellm_autoexp.sweep.filter, oellm_autoexp.plan_cost) ---
-    from oellm_autoexp.plan_cost import plan_cost
+    from oellm_autoexp.plan_cost import cost_of_directives
 
-    if result.config.get("sweep", {}).get("filter"):
-        console.print(f"sweep.filter: {len(plan.jobs)} of {result.combinations} combinations kept")
-    console.print(f"cost: {plan_cost(plan).describe()}")
+    if written.config.get("sweep", {}).get("filter"):
+        console.print(f"sweep.filter: {written.jobs} of {written.combinations} combinations kept")
+    console.print(f"cost: {cost_of_directives(written.sbatch_counts).describe()}")
     # --- end ---
     console.print(
         f"artifacts: {plan.plan_dir}  (plan.json, provenance.json, sweep.json, config.yaml, "
         "scripts/)"
     )
+
+
+def _read_plan(plan_dir: Path) -> Plan:
+    import json
+
+    from oellm_autoexp.plan import Plan
+
+    return Plan.from_dict(json.loads((plan_dir / "plan.json").read_text(encoding="utf-8")))
 
 
 def _short(value: Any) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError
+from oellm_autoexp.errors import EXIT_OK, EXIT_RUN_FAILED, AutoexpUsageError, one_line
 
 if TYPE_CHECKING:
     from oellm_autoexp.api import JobStatus
@@ -32,30 +32,60 @@ _state_dir_option = click.option(
 )
 
 
+# Longer than an error line: an event line may quote a whole log line.
+_MAX_LINE = 4000
+
+
+class _OneLineFormatter(logging.Formatter):
+    """Log records as single escaped lines: they quote jobs' logs (`errors.one_line`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return one_line(super().format(record), limit=_MAX_LINE)
+
+
 def _setup_logging(verbose: bool) -> None:
     # The event log (transitions, signals, decisions, restarts) is INFO on oellm_autoexp.monitor.
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_OneLineFormatter("%(asctime)s %(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     logging.getLogger("oellm_autoexp.monitor").setLevel(
         logging.INFO if verbose else logging.WARNING
     )
 
 
-def _store(state_dir: Path | None, config: str | None, overrides: Sequence[str]) -> SessionStore:
+def _store(
+    state_dir: Path | None,
+    config: str | None,
+    overrides: Sequence[str],
+    *,
+    allow_shared_writable: bool = False,
+) -> SessionStore:
+    """The sessions' store; with CONFIG, its sessions submit with CONFIG's `slurm.submit_cmd`
+    whatever their files say (`persistence.trust`)."""
     from oellm_autoexp.persistence import SessionStore
 
+    shared = allow_shared_writable
     if state_dir is not None:
-        return SessionStore(state_dir)
+        return SessionStore(state_dir, allow_shared_writable=shared)
     if config is not None:
         from oellm_autoexp.api import store_for_config
         from oellm_autoexp.config.loader import dump_config, load_config
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        return store_for_config(dump_config(root), output_root(root))
-    return SessionStore(Path.cwd() / "monitoring_state")
+        store = store_for_config(dump_config(root), output_root(root))
+        store.submit_cmd = root.slurm.submit_cmd
+        store.allow_shared_writable = shared
+        return store
+    return SessionStore(Path.cwd() / "monitoring_state", allow_shared_writable=shared)
+
+
+_allow_shared_option = click.option(
+    "--allow-shared-writable",
+    is_flag=True,
+    help="Act on session files another user owns or others can write (they could change what "
+    "the monitor submits; see docs/security.md).",
+)
 
 
 def _client() -> Any:
@@ -80,15 +110,15 @@ class ClickReporter:
 
     def info(self, message: str) -> None:
         """One line on stdout."""
-        click.echo(message)
+        click.echo(one_line(message, limit=_MAX_LINE))
 
     def warning(self, message: str) -> None:
         """One line on stderr."""
-        click.echo(message, err=True)
+        click.echo(one_line(message, limit=_MAX_LINE), err=True)
 
     def action(self, action: Any) -> None:
-        """An `action ...` line per monitor event."""
-        click.echo(action.describe())
+        """An `action ...` line per monitor event (its log line escaped: `one_line`)."""
+        click.echo(one_line(action.describe(), limit=_MAX_LINE))
 
 
 def run_submit(
@@ -159,6 +189,7 @@ def run_submit(
     help="With CONFIG: monitor until this job (name or SLURM id) is finished.",
 )
 @_state_dir_option
+@_allow_shared_option
 @click.option("--once", is_flag=True, help="Poll once and exit (for cron-style use).")
 @click.option("--quiet", is_flag=True, help="Only warnings (the event log is INFO).")
 def monitor_command(
@@ -168,6 +199,7 @@ def monitor_command(
     monitor_all: bool,
     job_name: str | None,
     state_dir: Path | None,
+    allow_shared_writable: bool,
     once: bool,
     quiet: bool,
 ) -> int:
@@ -191,8 +223,8 @@ def monitor_command(
                 f"{config}: a MONITOR.yaml takes no overrides, --monitor-session, --monitor-all, "
                 "--job or --state-dir (set state_dir: in the file)"
             )
-        return _monitor_standalone(spec, once=once)
-    store = _store(state_dir, config, overrides)
+        return _monitor_standalone(spec, once=once, shared=allow_shared_writable)
+    store = _store(state_dir, config, overrides, allow_shared_writable=allow_shared_writable)
     return _monitor_sessions(store, session_id, job_name, once=once)
 
 
@@ -248,11 +280,13 @@ def _monitor_file(config: str) -> MonitorFile | None:
 EXPERIMENT_KEYS = frozenset({"project", "defaults", "backend", "sweep", "slurm"})
 
 
-def _monitor_standalone(spec: MonitorFile, *, once: bool) -> int:
+def _monitor_standalone(spec: MonitorFile, *, once: bool, shared: bool = False) -> int:
     from oellm_autoexp import api
     from oellm_autoexp.monitor.standalone import run_monitor_file
 
-    store, session = run_monitor_file(spec, _client(), reporter=ClickReporter(), once=once)
+    store, session = run_monitor_file(
+        spec, _client(), reporter=ClickReporter(), once=once, allow_shared_writable=shared
+    )
     _print_status(api.status(store, session_ids=[session.session_id]))
     return api.exit_code([session])
 
@@ -323,7 +357,7 @@ def status_command(
     )
     _print_status(rows)
     for session in sessions:  # where each session's plan came from
-        record = provenance_path(session.plan)
+        record = provenance_path(session.plan.plan_dir) if session.plan else None
         if record is not None:
             click.echo(f"session {session.session_id}: provenance {record}")
     _print_exclusions(sessions)

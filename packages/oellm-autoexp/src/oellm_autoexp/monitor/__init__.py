@@ -12,11 +12,11 @@ from typing import Any
 __all__ = ["Action", "Mode", "MonitorController", "MonitorState", "PollReport"]
 
 _LAZY = {
-    "Action": "oellm_autoexp.monitor.controller",
+    "Action": "oellm_autoexp.reporting",
     "MonitorController": "oellm_autoexp.monitor.controller",
-    "PollReport": "oellm_autoexp.monitor.controller",
-    "Mode": "oellm_autoexp.monitor.states",
-    "MonitorState": "oellm_autoexp.monitor.states",
+    "PollReport": "oellm_autoexp.monitor.core",
+    "Mode": "oellm_autoexp.persistence.states",
+    "MonitorState": "oellm_autoexp.persistence.states",
 }
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oellm_autoexp.monitor.log_signals import LogSignal
-from oellm_autoexp.monitor.states import Mode
+from oellm_autoexp.persistence.states import Mode
 from oellm_autoexp.slurm.client import JobInfo
 
 # SLURM end states that are the scheduler's doing -> (error_type, subsystem).

@@ -276,5 +276,10 @@ def read_new_text(path: str | Path, offset: int, *, size: int | None = None) -> 
     data = _pread_regular(path, offset, min(size - offset, MAX_READ_BYTES))
     end = data.rfind(b"\n")
     if end < 0:
-        return "", offset
+        if len(data) < MAX_READ_BYTES:
+            return "", offset  # a line still being written: wait for its end
+        # A line longer than the window (a tqdm `\r` stream): read it in windows, each cut
+        # after its last `\r` if it has one, so the reader never stalls on it.
+        cut = data.rfind(b"\r")
+        end = cut if cut >= 0 else len(data) - 1
     return data[: end + 1].decode("utf-8", errors="replace"), offset + end + 1

@@ -21,10 +21,10 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import JobRecord
-from toolkit_core.atomic import write_text_atomic
+from oellm_autoexp.persistence.states import MonitorState
 from toolkit_core.locks import hold_lock
 
 EXCLUSIONS_FILE = "excluded_nodes.json"

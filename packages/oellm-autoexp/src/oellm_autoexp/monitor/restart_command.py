@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpError
 from oellm_autoexp.persistence.session import JobRecord, Session
-from toolkit_core.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from oellm_autoexp.backends.base import JobContext
     from oellm_autoexp.config.schema import RootConfig
+    from oellm_autoexp.plan import JobPlan
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
@@ -42,7 +43,8 @@ class RestartScripts:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self._plan_jobs = {str(j["job_id"]): j for j in session.plan.get("jobs", [])}
+        plan = session.plan
+        self._plan_jobs = {job.job_id: job for job in plan.jobs} if plan is not None else {}
         self._root: RootConfig | None = None
 
     def rewrite(self, job: JobRecord, metadata: Mapping[str, Any]) -> RestartScript | None:
@@ -60,8 +62,8 @@ class RestartScripts:
         ctx = JobContext(
             job_id=job.key,
             name=job.name,
-            index=int(planned["index"]),
-            params=dict(planned["params"]),
+            index=planned.index,
+            params=dict(planned.params),
             output_dir=Path(job.output_dir),
             project=self.session.project,
         )
@@ -91,11 +93,11 @@ class RestartScripts:
 
             source = "the session's config"
             planned = parse_config(self.session.config, source=source)
-            plan_dir = self.session.plan.get("plan_dir")
+            plan = self.session.plan
             backend = dict(self.session.config.get("backend") or {})
-            if plan_dir:
+            if plan is not None:
                 backend = instantiate_backend(planned.backend).restart_config(
-                    backend, Path(str(plan_dir))
+                    backend, plan.plan_dir
                 )
             self._root = parse_config({**self.session.config, "backend": backend}, source=source)
         return self._root
@@ -104,7 +106,7 @@ class RestartScripts:
         self,
         root: RootConfig,
         job: JobRecord,
-        planned: Mapping[str, Any],
+        planned: JobPlan,
         ctx: JobContext,
         argv: tuple[str, ...],
         env: Mapping[str, str],
@@ -117,7 +119,7 @@ class RestartScripts:
             f"--{name}={value}"
             if value
             else (f"-{name}" if name[1:2] in ("", " ") else f"--{name}")
-            for name, value in dict(planned["sbatch"]).items()
+            for name, value in planned.sbatch.items()
         ]
         index = job.array_index if job.array_index is not None else 0
         task = TaskSpec(index, ctx.job_id, ctx.name, str(ctx.output_dir), env, argv)
@@ -128,12 +130,13 @@ class RestartScripts:
             directives=directives,
             tasks=[task],
         )
-        plan_id = str(self.session.plan.get("plan_id", ""))
+        plan = self.session.plan
+        plan_id = plan.plan_id if plan is not None else ""
         return Renderer(root.slurm, plan_id=plan_id).render(spec)
 
     def _new_path(self, job: JobRecord) -> Path:
-        plan_dir = Path(str(self.session.plan["plan_dir"]))
-        folder = plan_dir / "scripts" / "restarts"
+        assert self.session.plan is not None  # a job with a planned entry has a plan
+        folder = self.session.plan.plan_dir / "scripts" / "restarts"
         attempt = len(job.attempts)
         path = folder / f"{job.name}.restart{attempt}.sbatch"
         suffix = 0

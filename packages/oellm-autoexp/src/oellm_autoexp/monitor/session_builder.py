@@ -11,10 +11,12 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.controller import Action, MonitorController, PollReport
+from oellm_autoexp.monitor.controller import MonitorController
+from oellm_autoexp.monitor.core import PollReport
 from oellm_autoexp.persistence.session import JobRecord, Session, StageState, new_session_id
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionStore
 from oellm_autoexp.plan import Plan
+from oellm_autoexp.reporting import Action
 from oellm_autoexp.slurm.client import SlurmClient
 
 
@@ -60,7 +62,7 @@ def session_from_plan(
             "monitor": dict(monitoring),
             "restart_policies": list(config.get("restart_policies") or []),
         },
-        plan=plan.to_dict(),
+        plan=plan,
     )
     scripts = {script.path: script for script in plan.scripts}
     for job in plan.jobs:

@@ -19,8 +19,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from oellm_autoexp.monitor.states import MonitorState
 from oellm_autoexp.persistence.session import Attempt, JobRecord, Outcome, StageState
+from oellm_autoexp.persistence.states import MonitorState
 from oellm_autoexp.sweep.stages import START_CHECKPOINT, START_COMPLETED
 
 log = logging.getLogger("oellm_autoexp.monitor")

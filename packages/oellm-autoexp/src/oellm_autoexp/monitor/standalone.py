@@ -32,8 +32,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import subprocess
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +44,18 @@ from oellm_autoexp.monitor.shell_fields import (
     check_command_template,
     run_with_fields,
 )
+from oellm_autoexp.persistence.intents import (
+    PENDING,
+    RECEIPT_PREFIX,
+    STARTED,
+    Intent,
+    Receipts,
+)
 from oellm_autoexp.persistence.session import JobRecord, Session
 from oellm_autoexp.persistence.store import STATE_DIR_NAME, SessionNotFoundError, SessionStore
 
 if TYPE_CHECKING:
-    from oellm_autoexp.api import Reporter
+    from oellm_autoexp.reporting import Reporter
     from oellm_autoexp.slurm.client import SlurmClient
 
 log = logging.getLogger("oellm_autoexp.monitor")
@@ -217,9 +224,12 @@ def _record(entry: WatchEntry) -> JobRecord:
         raise ConfigError(str(exc), key="watch") from None
 
 
-def store_for(spec: MonitorFile) -> SessionStore:
+def store_for(spec: MonitorFile, *, allow_shared_writable: bool = False) -> SessionStore:
     """Where this MONITOR.yaml's session lives (`state_dir`, else next to the file)."""
-    return SessionStore(spec.state_dir or spec.path.parent / STATE_DIR_NAME)
+    return SessionStore(
+        spec.state_dir or spec.path.parent / STATE_DIR_NAME,
+        allow_shared_writable=allow_shared_writable,
+    )
 
 
 def open_session(spec: MonitorFile, store: SessionStore) -> Session:
@@ -243,10 +253,13 @@ def open_session(spec: MonitorFile, store: SessionStore) -> Session:
         record = _record(entry)
         previous = old.jobs.get(entry.name) if old is not None else None
         if previous is not None and _same_target(previous, record):
-            record = previous
+            # Only what was observed carries over: this monitor plans nothing, so a `script`
+            # in the state file was planted there and is never submitted.
+            record = replace(previous, script="")
         fresh.jobs[record.key] = record
     if old is not None:
         fresh.created_at = old.created_at
+        fresh.intents = old.intents  # actions recorded, not yet (or not wholly) run
     store.save(fresh)
     return fresh
 
@@ -261,47 +274,88 @@ def _same_target(old: JobRecord, new: JobRecord) -> bool:
 
 
 class ActionDispatcher:
-    """Runs the configured command of each event (values in the environment), logs the outcome."""
+    """Runs the configured command of each recorded intent once (values in the environment),
+    logs the outcome (`persistence.intents`: exactly once across crashes)."""
 
     def __init__(self, commands: Mapping[str, str]) -> None:
         self.commands = dict(commands)
         self.ran = 0
 
-    def dispatch(self, actions: Iterable[Any]) -> None:
-        """Run the command of every action that has one (in order)."""
-        for action in actions:
-            command = self.commands.get(action.action)
-            if command is None:
+    def run_intents(self, session: Session, store: SessionStore) -> None:
+        """Run every pending intent of `session` in order, and settle those a crash cut short.
+
+        Each is marked started (saved) before its command runs and removed (saved) after. The
+        command's first act is to create its receipt (`persistence.intents.Receipts`), so
+        after a crash a started intent with a receipt ran (not repeated) and one without was
+        never launched (run now): none is lost or run twice.
+        """
+        receipts = Receipts(store.state_dir, session.session_id)
+        for intent in session.intents:
+            if intent.state != STARTED:
                 continue
-            fields = {
-                "job": action.job,
-                "job_id": action.job_id or "",
-                "event": action.action,
-                "signal": action.signal,
-                "line": action.line,
-                "session": action.session_id,
-            }
-            self.ran += 1
-            try:
-                done = run_with_fields(command, ACTION_FIELDS, fields, timeout=ACTION_TIMEOUT_S)
-            except (ValueError, OSError, subprocess.TimeoutExpired) as exc:
+            if receipts.exists(intent.intent_id):
                 log.warning(
-                    "action %s for job %s failed to run: %s", action.action, action.job, exc
+                    "action %s for job %s: the monitor stopped while it ran; not repeated",
+                    intent.action,
+                    intent.job,
                 )
-                continue
-            level = logging.INFO if done.returncode == 0 else logging.WARNING
-            log.log(
-                level,
-                "action %s for job %s: exit %d%s",
-                action.action,
-                action.job,
-                done.returncode,
-                f" ({done.stderr.strip()[:200]})" if done.returncode else "",
+            else:
+                intent.state = PENDING  # stopped before its command started: run it
+        before = len(session.intents)
+        session.intents = [
+            i for i in session.intents if i.state == PENDING and i.action in self.commands
+        ]
+        if len(session.intents) != before:
+            store.save(session)
+        receipts.forget_all_but({i.intent_id for i in session.intents})
+        while session.intents:
+            intent = session.intents[0]
+            intent.state = STARTED
+            store.save(session)
+            self._run(self.commands[intent.action], intent, session.session_id, receipts)
+            session.intents.pop(0)
+            store.save(session)
+            receipts.forget(intent.intent_id)
+
+    def _run(self, command: str, intent: Intent, session_id: str, receipts: Receipts) -> None:
+        fields = {
+            "job": intent.job,
+            "job_id": intent.job_id or "",
+            "event": intent.action,
+            "signal": intent.signal,
+            "line": intent.line,
+            "session": session_id,
+            "receipt": receipts.path(intent.intent_id),
+        }
+        self.ran += 1
+        try:
+            done = run_with_fields(
+                f"{RECEIPT_PREFIX}{command}",
+                ACTION_FIELDS,
+                fields,
+                timeout=ACTION_TIMEOUT_S,
             )
+        except (ValueError, OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("action %s for job %s failed to run: %s", intent.action, intent.job, exc)
+            return
+        level = logging.INFO if done.returncode == 0 else logging.WARNING
+        log.log(
+            level,
+            "action %s for job %s: exit %d%s",
+            intent.action,
+            intent.job,
+            done.returncode,
+            f" ({done.stderr.strip()[:200]})" if done.returncode else "",
+        )
 
 
 def run_monitor_file(
-    spec: MonitorFile, client: SlurmClient, *, reporter: Reporter, once: bool
+    spec: MonitorFile,
+    client: SlurmClient,
+    *,
+    reporter: Reporter,
+    once: bool,
+    allow_shared_writable: bool = False,
 ) -> tuple[SessionStore, Session]:
     """Watch what `spec` lists (one poll, or until every entry is finished) under its lock.
 
@@ -309,17 +363,17 @@ def run_monitor_file(
     """
     from oellm_autoexp.monitor.controller import MonitorController
 
-    store = store_for(spec)
+    store = store_for(spec, allow_shared_writable=allow_shared_writable)
     dispatcher = ActionDispatcher(spec.actions)
     with store.lock(spec.session_id):
         session = open_session(spec, store)
-        controller = MonitorController(client, store, [session])
+        controller = MonitorController(client, store, [session], journal_actions=True)
+        dispatcher.run_intents(session, store)  # what a stopped monitor left pending
 
         def after_poll(_report: object) -> None:
-            actions = controller.drain_actions()
-            for action in actions:
+            for action in controller.drain_actions():
                 reporter.action(action)
-            dispatcher.dispatch(actions)
+            dispatcher.run_intents(session, store)
 
         if once:
             after_poll(controller.poll_once())

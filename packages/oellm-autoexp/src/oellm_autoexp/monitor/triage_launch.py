@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
+from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.config.yaml_text import load_text, read_config_text, yaml_error
 from oellm_autoexp.errors import AutoexpError, ConfigError
 from oellm_autoexp.monitor.triage_recipe import JobCommand, check_template, triage_recipe
 from oellm_autoexp.persistence.session import TriageEvent
 from oellm_autoexp.safe_paths import make_dirs_inside
-from toolkit_core.atomic import write_text_atomic
 
 AORTA_ENV = "AUTOEXP_AORTA"  # the aorta executable to use (a path or a name on PATH)
 RECIPE_NAME = "recipe.yaml"

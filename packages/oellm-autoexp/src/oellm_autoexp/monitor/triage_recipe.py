@@ -17,9 +17,12 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
+
+if TYPE_CHECKING:
+    from oellm_autoexp.plan import Plan
 
 # The placeholder aorta fills with each trial's own directory (cells/<cell>/trial_<id>/).
 TRIAL_OUTPUT_DIR = "{output_dir}"
@@ -102,7 +105,7 @@ def _env_text(value: Any) -> str:
 
 
 def job_command(
-    plan: Mapping[str, Any], config: Mapping[str, Any], key: str, restart_env: Mapping[str, str]
+    plan: Plan | None, config: Mapping[str, Any], key: str, restart_env: Mapping[str, str]
 ) -> JobCommand | None:
     """The command and environment of planned job `key`, read from a session's plan/config.
 
@@ -113,17 +116,14 @@ def job_command(
     job is not in the plan (a log watched by a MONITOR.yaml has no command) or its plan entry
     cannot be read.
     """
-    from oellm_autoexp.plan import JobPlan
-
-    raw = next((j for j in plan.get("jobs") or () if j.get("job_id") == key), None)
+    planned = next((j for j in plan.jobs if j.job_id == key), None) if plan else None
     slurm = config.get("slurm")
     if not isinstance(slurm, Mapping):
         slurm = {}
     cluster_env = slurm.get("env")
-    try:  # the session file is read as untrusted: a broken entry means "no command known"
-        planned = JobPlan.from_dict(raw) if raw is not None else None
+    try:  # the session's config is read as untrusted: unsplittable means "no command known"
         launcher = shlex.split(str(slurm.get("launcher_cmd") or ""))
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except ValueError:
         return None
     if planned is None or not planned.command:
         return None

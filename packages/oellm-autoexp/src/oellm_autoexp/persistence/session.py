@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from oellm_autoexp.monitor.states import MonitorState
+from oellm_autoexp.persistence.intents import Intent, intents_from_list
+from oellm_autoexp.persistence.states import MonitorState
+from oellm_autoexp.plan import Plan
 from toolkit_core.timestamps import iso_stamp, utc_now
 
 SESSION_FORMAT = "oellm-autoexp-session"
@@ -270,6 +272,34 @@ def find_jobs(sessions: Iterable[Session], wanted: str) -> list[JobRecord]:
     return [job for session in sessions for job in session.jobs.values() if job.known_as(wanted)]
 
 
+@dataclass(frozen=True)
+class SlurmView:
+    """The session config's `slurm:` settings that travel with every (re)submission."""
+
+    submit_cmd: str = "sbatch"  # what the dry run showed
+    # ``%N`` of `slurm.array_throttle`, else "": sbatch's ``--array`` on the command line
+    # replaces the script's ``#SBATCH --array``, so the throttle goes with every submission.
+    array_throttle: str = ""
+    exclude: Any = None  # `slurm.sbatch.exclude`, kept in front of automatic exclusions
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any]) -> SlurmView:
+        """The view of a dumped config (anything missing or malformed: the default)."""
+        slurm = config.get("slurm")
+        if not isinstance(slurm, Mapping):
+            return cls()
+        command = slurm.get("submit_cmd")
+        limit = slurm.get("array_throttle")
+        sbatch = slurm.get("sbatch")
+        return cls(
+            submit_cmd=str(command) if command else "sbatch",
+            array_throttle=f"%{limit}"
+            if isinstance(limit, int) and not isinstance(limit, bool)
+            else "",
+            exclude=sbatch.get("exclude") if isinstance(sbatch, Mapping) else None,
+        )
+
+
 # Field names in declaration order; `asdict` deep-copies and is 10x slower on 10,000 jobs.
 _JOB_FIELDS = tuple(f.name for f in fields(JobRecord))
 
@@ -284,11 +314,18 @@ class Session:
     created_at: str = field(default_factory=utc_now_iso)
     config: dict[str, Any] = field(default_factory=dict)
     monitoring: dict[str, Any] = field(default_factory=dict)
-    plan: dict[str, Any] = field(default_factory=dict)
+    plan: Plan | None = None  # None: jobs watched without a plan (a MONITOR.yaml)
     jobs: dict[str, JobRecord] = field(default_factory=dict)
     status: str = "active"
     # Nodes later submissions avoid (`sbatch --exclude`), decided by monitor.node_health.
     excluded_nodes: list[str] = field(default_factory=list)
+    # Actions recorded before they run (`persistence.intents`): exactly once across crashes.
+    intents: list[Intent] = field(default_factory=list)
+
+    @property
+    def slurm(self) -> SlurmView:
+        """What every (re)submission of this session takes from its config's `slurm:`."""
+        return SlurmView.of(self.config)
 
     @property
     def active(self) -> bool:
@@ -340,9 +377,10 @@ class Session:
             "status": self.status,
             "config": self.config,
             "monitoring": self.monitoring,
-            "plan": self.plan,
+            "plan": self.plan.to_dict() if self.plan is not None else {},
             "jobs": [job.to_dict() for job in self.jobs.values()],
             "excluded_nodes": self.excluded_nodes,
+            "intents": [intent.to_dict() for intent in self.intents],
         }
 
     @classmethod
@@ -362,8 +400,19 @@ class Session:
             created_at=str(data["created_at"]),
             config=dict(data.get("config") or {}),
             monitoring=dict(data.get("monitoring") or {}),
-            plan=dict(data.get("plan") or {}),
+            plan=_plan_of(data.get("plan")),
             jobs=jobs,
             status=str(data.get("status", "active")),
             excluded_nodes=[str(n) for n in data.get("excluded_nodes") or []],
+            intents=intents_from_list(data.get("intents")),
         )
+
+
+def _plan_of(raw: Any) -> Plan | None:
+    """A session file's plan (`{}`: none); malformed content raises ValueError, naming it."""
+    if not raw:
+        return None
+    try:
+        return Plan.from_dict(raw)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"plan: {type(exc).__name__} {exc}") from None

@@ -16,10 +16,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError, ConfigError
 from oellm_autoexp.persistence.session import SESSION_FORMAT, SESSION_VERSION, Session
+from oellm_autoexp.persistence.trust import (
+    SessionUntrustedError,
+    pin_execution,
+    refuse_foreign_state,
+)
 from oellm_autoexp.safe_paths import make_dirs_inside, read_regular_text
-from toolkit_core.atomic import write_text_atomic
 from toolkit_core.locks import LockBusyError, hold_lock
 
 STATE_DIR_NAME = "monitoring_state"
@@ -41,8 +46,22 @@ class SessionLockedError(AutoexpUsageError):
 class SessionStore:
     """The session files of one `monitoring_state` directory."""
 
-    def __init__(self, state_dir: Path, *, root: Path | None = None) -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        root: Path | None = None,
+        submit_cmd: str | None = None,
+        scripts_root: Path | None = None,
+        allow_shared_writable: bool = False,
+    ) -> None:
         self.state_dir = Path(state_dir)
+        # What a loaded session may execute (`persistence.trust`): the submit command of the
+        # caller's current config, scripts only below `scripts_root`, and only from files this
+        # user owns that no one else can write unless `allow_shared_writable`.
+        self.submit_cmd = submit_cmd
+        self.scripts_root = scripts_root
+        self.allow_shared_writable = allow_shared_writable
         # With `root` (the output root the state dir lies in), the state dir is created without
         # following a symlink planted below the root; session files are owner-only (0600, as
         # mkstemp creates them) in an owner-only directory: they hold the jobs' environments.
@@ -101,6 +120,12 @@ class SessionStore:
             raise SessionNotFoundError(
                 f"no session {session_id!r} in {self.state_dir} (known: {known})"
             )
+        if not self.allow_shared_writable:
+            try:
+                refuse_foreign_state(self.state_dir, what="the session directory")
+                refuse_foreign_state(path, what="the session file")
+            except SessionUntrustedError as exc:  # skipped like a corrupt file, and said
+                raise SessionCorruptError(str(exc)) from None
         try:  # never blocks on a FIFO planted in a shared state dir
             text = read_regular_text(path, max_bytes=None)
         except ConfigError as exc:
@@ -122,11 +147,16 @@ class SessionStore:
                 f"{path}: version: expected {SESSION_VERSION}, found {data.get('version')!r}"
             )
         try:
-            return Session.from_dict(data)
+            session = Session.from_dict(data)
         except KeyError as exc:
             raise SessionCorruptError(f"{path}: missing key {exc}") from None
         except (TypeError, ValueError) as exc:
             raise SessionCorruptError(f"{path}: {' '.join(str(exc).split())}") from None
+        try:
+            pin_execution(session, path, submit_cmd=self.submit_cmd, scripts_root=self.scripts_root)
+        except SessionUntrustedError as exc:
+            raise SessionCorruptError(str(exc)) from None
+        return session
 
     @contextmanager
     def lock(self, session_id: str) -> Iterator[None]:

@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from oellm_autoexp.errors import ConfigError
-from oellm_autoexp.slurm.topology import Topology, job_sbatch, topology
+from oellm_autoexp.slurm.topology import Topology, job_sbatch, sbatch_marker, topology
 
 if TYPE_CHECKING:
     from oellm_autoexp.backends.base import JobContext, LaunchCommand
@@ -122,14 +122,18 @@ def check_one_world(
     _check_settings(slurm)
     exported = script_procs_per_node(slurm) if mode == "torchrun" else None
     seen: set[tuple[str, bool, tuple[str, ...]]] = set()
+    torchrun_by_start: dict[tuple[str, ...], bool] = {}  # the first three words decide
     for ctx, launch in zip(contexts, launches, strict=True):
-        sbatch = job_sbatch(slurm, ctx.params)
-        torchrun = is_torchrun(launch.argv)
+        start = tuple(launch.argv[:3])
+        torchrun = torchrun_by_start.get(start)
+        if torchrun is None:
+            torchrun = torchrun_by_start[start] = is_torchrun(launch.argv)
         owned = _torchrun_owned(launch.argv) if torchrun else ()
-        marker = (repr(sorted(sbatch.items(), key=lambda kv: str(kv[0]))), torchrun, owned)
+        marker = (sbatch_marker(slurm, ctx.params), torchrun, owned)
         if marker in seen:
             continue
         seen.add(marker)
+        sbatch = job_sbatch(slurm, ctx.params)
         topo = topology(sbatch)
         where = f"(job {ctx.name})"
         if mode == "torchrun":

@@ -58,6 +58,10 @@ _DIRECTIVE_VALUE = re.compile(r"[^\s'\"\\\x00-\x1f\x7f]+")
 DIRECTIVE_OPTION = r"--[a-z][a-z0-9-]*(=\S+)?|-[A-Za-z](\s+\S+)?"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Words `shlex.quote` returns unchanged (its own test, negated): no quoting needed.
+_PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
+# Distinct argv words remembered per script while quoting its tasks.
+_QUOTE_CACHE = 4096
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,8 @@ def shell_word(value: str, *, key: str) -> str:
     a new line of the script (which the `#SBATCH` lint and sbatch read line by line). NUL
     cannot be carried by any argv or environment entry: it is refused, naming `key`.
     """
+    if _PLAIN_WORD.fullmatch(value):  # what shlex.quote leaves as it is (most values)
+        return value
     if "\0" in value:
         raise ConfigError(
             f"value {_shown(value)} contains a NUL character, which no command line or "
@@ -265,16 +271,30 @@ class Renderer:
                     f"not one sbatch option: {_shown(directive)}",
                     key=f"job {spec.job_name}: directive",
                 )
+        quoted: dict[str, str] = {}  # argv words repeat across the tasks of a script
+        plain = _PLAIN_WORD.fullmatch  # most values need no quoting: no key string built
+
+        def word(value: str, i: int, name: str) -> str:
+            text = shell_word(value, key=f"job {name}: command argument {i}")
+            if len(quoted) < _QUOTE_CACHE:
+                quoted[value] = text
+            return text
+
         tasks = [
             {
                 "index": task.index,
-                "job_id": shell_word(task.job_id, key=f"job {task.name}: job id"),
-                "name": shell_word(task.name, key=f"job {task.name}: name"),
-                "output_dir": shell_word(task.output_dir, key="project.base_output_dir"),
+                "job_id": task.job_id
+                if plain(task.job_id)
+                else shell_word(task.job_id, key=f"job {task.name}: job id"),
+                "name": task.name
+                if plain(task.name)
+                else shell_word(task.name, key=f"job {task.name}: name"),
+                "output_dir": task.output_dir
+                if plain(task.output_dir)
+                else shell_word(task.output_dir, key="project.base_output_dir"),
                 "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
                 "command": " ".join(
-                    shell_word(arg, key=f"job {task.name}: command argument {i}")
-                    for i, arg in enumerate(task.argv)
+                    [quoted.get(arg) or word(arg, i, task.name) for i, arg in enumerate(task.argv)]
                 ),
             }
             for task in spec.tasks

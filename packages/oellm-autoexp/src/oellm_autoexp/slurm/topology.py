@@ -9,9 +9,10 @@ against that world size at plan time (e.g. Megatron's TP x PP x CP must divide i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from oellm_autoexp.errors import ConfigError
@@ -110,6 +111,8 @@ def job_sbatch(slurm: SlurmConfig, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list[JobContext]:
     """Each job with the world size its directives imply and the cluster environment."""
+    from oellm_autoexp.backends.base import JobContext
+
     procs_per_node = slurm.distributed.procs_per_node
     env = {
         str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in slurm.env.items()
@@ -117,9 +120,32 @@ def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list
     sizes: dict[str, int | None] = {}
     out = []
     for ctx in contexts:
-        sbatch = job_sbatch(slurm, ctx.params)
-        marker = repr(sorted(sbatch.items(), key=lambda kv: str(kv[0])))
+        marker = sbatch_marker(slurm, ctx.params)
         if marker not in sizes:
-            sizes[marker] = topology(sbatch).world_size(procs_per_node)
-        out.append(replace(ctx, world_size=sizes[marker], cluster_env=env))
+            sizes[marker] = topology(job_sbatch(slurm, ctx.params)).world_size(procs_per_node)
+        out.append(
+            JobContext(
+                ctx.job_id,
+                ctx.name,
+                ctx.index,
+                ctx.params,
+                ctx.output_dir,
+                ctx.project,
+                world_size=sizes[marker],
+                cluster_env=env,
+            )
+        )
     return out
+
+
+def sbatch_marker(slurm: SlurmConfig, params: Mapping[str, Any]) -> str:
+    """A key equal for jobs with equal directives ("" for the jobs no sweep value changes)."""
+    if not _sweeps_sbatch(tuple(params)):
+        return ""
+    return repr(sorted(job_sbatch(slurm, params).items(), key=lambda kv: str(kv[0])))
+
+
+@functools.lru_cache(maxsize=256)
+def _sweeps_sbatch(keys: tuple[str, ...]) -> bool:
+    """Whether params with these keys set directives (jobs of a sweep share their key tuple)."""
+    return any(k.startswith(SBATCH_PARAM_PREFIX) for k in keys)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from oellm_autoexp.errors import ConfigError
@@ -47,10 +47,16 @@ _KINDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
 
 
 def expand(axes: Any, *, path: str = "sweep.axes") -> list[Point]:
-    """All sweep points of `axes` (see module docs), in deterministic order.
+    """All sweep points of `axes` (see module docs), in deterministic order."""
+    return list(iter_points(axes, path=path))
+
+
+def iter_points(axes: Any, *, path: str = "sweep.axes") -> Iterator[Point]:
+    """The points of `expand`, one at a time: memory holds each axis, never their product.
 
     The number of points is counted first (without building them): more than MAX_JOBS is a
-    config error before any memory is spent on them.
+    config error before any memory is spent on them. Malformed axes are reported at once,
+    before the first point.
     """
     from oellm_autoexp.limits import limit, limit_hint
 
@@ -62,12 +68,31 @@ def expand(axes: Any, *, path: str = "sweep.axes") -> list[Point]:
             key=path,
         )
     if axes is None:
-        return [{}]
+        return iter([{}])
     if isinstance(axes, Mapping):
-        return _expand_mapping(axes, prefix="", path=path)
+        return _product(_factors(axes, prefix="", path=path))
     if isinstance(axes, list):
-        return _union(axes, prefix="", path=path)
+        alternatives = [_factors(item, prefix="", path=p) for item, p in _alternatives(axes, path)]
+        return itertools.chain.from_iterable(_product(f) for f in alternatives)
     raise ConfigError(f"expected a mapping or a list, got {kind_of(axes)} {axes!r}", key=path)
+
+
+def param_keys(axes: Any, *, prefix: str = "") -> set[str]:
+    """Every param name some point of `axes` sets (what `sweep.filter` may name), unexpanded."""
+    keys: set[str] = set()
+    if isinstance(axes, list):
+        for item in axes:
+            keys |= param_keys(item, prefix=prefix)
+    elif isinstance(axes, Mapping):
+        for raw_key, value in axes.items():
+            full = f"{prefix}{raw_key}"
+            if isinstance(value, Mapping):
+                keys |= param_keys(value, prefix=f"{full}.")
+            elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+                keys |= param_keys(value, prefix=prefix)
+            else:
+                keys.add(full)
+    return keys
 
 
 def count_points(axes: Any) -> int:
@@ -96,19 +121,25 @@ def _magnitude(n: int) -> str:
     return f"{n:,}" if n < 10**15 else f"about 10^{len(str(n)) - 1}"
 
 
-def _union(items: list[Any], *, prefix: str, path: str) -> list[Point]:
-    points: list[Point] = []
+def _alternatives(items: list[Any], path: str) -> Iterator[tuple[Mapping[str, Any], str]]:
     for i, item in enumerate(items):
         if not isinstance(item, Mapping):
             raise ConfigError(
                 f"expected a mapping (one alternative), got {kind_of(item)} {item!r}",
                 key=f"{path}[{i}]",
             )
-        points.extend(_expand_mapping(item, prefix=prefix, path=f"{path}[{i}]"))
+        yield item, f"{path}[{i}]"
+
+
+def _union(items: list[Any], *, prefix: str, path: str) -> list[Point]:
+    points: list[Point] = []
+    for item, where in _alternatives(items, path):
+        points.extend(_product(_factors(item, prefix=prefix, path=where)))
     return points
 
 
-def _expand_mapping(node: Mapping[str, Any], *, prefix: str, path: str) -> list[Point]:
+def _factors(node: Mapping[str, Any], *, prefix: str, path: str) -> list[list[Point]]:
+    """One list of partial points per key of `node` (checked now); the points are their product."""
     factors: list[list[Point]] = []
     for raw_key, value in node.items():
         key = str(raw_key)
@@ -117,18 +148,20 @@ def _expand_mapping(node: Mapping[str, Any], *, prefix: str, path: str) -> list[
             raise ConfigError("not a valid param key (letters, digits, _ and -, dotted)", key=here)
         full = f"{prefix}{key}"
         if isinstance(value, Mapping):
-            factors.append(_expand_mapping(value, prefix=f"{full}.", path=here))
+            factors.append(list(_product(_factors(value, prefix=f"{full}.", path=here))))
         elif isinstance(value, list):
             factors.append(_axis(full, value, prefix=prefix, path=here))
         else:
             factors.append([{full: value}])
-    points: list[Point] = []
+    return factors
+
+
+def _product(factors: list[list[Point]]) -> Iterator[Point]:
     for combo in itertools.product(*factors):
         merged: Point = {}
         for part in combo:
             merged.update(part)
-        points.append(merged)
-    return points
+        yield merged
 
 
 def _axis(key: str, values: list[Any], *, prefix: str, path: str) -> list[Point]:
@@ -162,11 +195,20 @@ def _check_one_kind(values: list[Any], *, path: str) -> None:
             )
 
 
-def check_param_kinds(points: list[Point]) -> None:
+def check_param_kinds(points: Iterable[Point]) -> None:
     """Each param must have values of one kind across every point (and branch) of the sweep."""
+    for _point in checked_kinds(points):
+        pass
+
+
+def checked_kinds(points: Iterable[Point]) -> Iterator[Point]:
+    """`points` passed through one at a time, checked as `check_param_kinds` checks them."""
     seen: dict[str, tuple[str, Any, int]] = {}
+    known: set[tuple[str, type]] = set()  # (key, type) pairs already found consistent
     for index, point in enumerate(points):
         for key, value in point.items():
+            if (key, type(value)) in known:
+                continue
             kind = kind_of(value)
             if kind == "null":
                 continue
@@ -179,3 +221,5 @@ def check_param_kinds(points: list[Point]) -> None:
                     f"{previous[2]} sets {previous[1]!r} ({previous[0]})",
                     key=f"sweep param {key}",
                 )
+            known.add((key, type(value)))
+        yield point

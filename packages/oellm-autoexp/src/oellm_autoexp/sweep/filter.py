@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,26 +156,27 @@ def compile_filter(text: str, known: set[str], *, key: str = FILTER_KEY) -> Swee
 def filter_points(
     raw: str | Sequence[str] | None, points: Sequence[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
-    """The combinations of `points` that `sweep.filter` (`raw`) keeps, in order.
+    """The combinations of `points` that `sweep.filter` (`raw`) keeps, in order."""
+    known = {key for point in points for key in point}
+    return list(filtered(compile_filters(raw, known), [dict(point) for point in points]))
+
+
+def filtered(
+    filters: Sequence[SweepFilter], points: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """The combinations every filter keeps, in order, one at a time (a sweep is streamed).
 
     A filter that keeps nothing is a config error: an empty plan is never what was meant.
     """
-    known = {key for point in points for key in point}
-    filters = compile_filters(raw, known)
-    if not filters:
-        return [dict(point) for point in points]
-    kept = apply_filters(filters, points)
-    if not kept:
+    total = kept = 0
+    for total, point in enumerate(points, 1):
+        if all(f.keep(point, index=total - 1) for f in filters):
+            kept += 1
+            yield point
+    if filters and not kept:
         raise ConfigError(
-            f"keeps none of the {len(points)} combinations; loosen the expression",
-            key=FILTER_KEY,
+            f"keeps none of the {total} combinations; loosen the expression", key=FILTER_KEY
         )
-    return [dict(points[i]) for i in kept]
-
-
-def apply_filters(filters: Sequence[SweepFilter], points: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indices of the combinations every filter keeps, in order."""
-    return [i for i, point in enumerate(points) if all(f.keep(point, index=i) for f in filters)]
 
 
 def evaluate_expression(text: str, *, key: str) -> Any:

@@ -7,6 +7,7 @@ A job id is the blake2b digest of the canonical JSON of the project name and the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -18,14 +19,16 @@ from oellm_autoexp.errors import ConfigError
 ID_HEX_CHARS = 12
 # Job names become directory names and SLURM job names: no path separators, no shell syntax.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
+# One encoder for every id: `json.dumps` with options builds a new encoder per call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+)
 
 
 def canonical_json(data: Any) -> str:
     """The canonical JSON text hashed for ids (NaN/inf are rejected)."""
     try:
-        return json.dumps(
-            data, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-        )
+        return _CANONICAL.encode(data)
     except ValueError as exc:  # NaN / inf in a param
         raise ConfigError(f"sweep value is not representable as JSON: {exc}", key="sweep") from None
     except TypeError as exc:
@@ -34,16 +37,15 @@ def canonical_json(data: Any) -> str:
 
 def job_id(project: str, params: Mapping[str, Any]) -> str:
     """12 hex chars of blake2b over the canonical JSON of (project, params)."""
-    text = canonical_json({"project": project, "params": dict(params)})
+    plain = params if isinstance(params, dict) else dict(params)
+    text = canonical_json({"project": project, "params": plain})
     return hashlib.blake2b(text.encode("ascii"), digest_size=ID_HEX_CHARS // 2).hexdigest()
 
 
 def job_name(template: str, fields: Mapping[str, Any], *, index: int) -> str:
     """Render `template` for one job and check the result is a safe name."""
-    from oellm_autoexp.backends.command import template_fields
-
     try:
-        template_fields(template)  # no attribute access, no giant widths
+        _checked_template(template)  # no attribute access, no giant widths
         name = template.format_map(fields)
     except (KeyError, AttributeError, IndexError, ValueError) as exc:
         raise ConfigError(
@@ -62,3 +64,11 @@ def check_name(name: str, *, key: str, what: str) -> None:
             "digits, '.', '_', '-', '+', '='; at most 200 characters)",
             key=key,
         )
+
+
+@functools.cache
+def _checked_template(template: str) -> None:
+    """`template_fields` once per template (a sweep names every job with the same one)."""
+    from oellm_autoexp.backends.command import template_fields
+
+    template_fields(template)

@@ -1,7 +1,7 @@
 """A digest of a command trial's output, taken as it arrives: are two trials copies of one run?
 
 Two trials whose output is byte for byte the same ran the same computation: their different
-seeds did not change the run (`aorta.triage.independence` uses the digest when no loss was
+seeds did not change the run (`aorta.triage.analysis.independence` uses the digest when no loss was
 read). The digest is a blake2b of the raw output bytes, kept in bounded memory while the
 output is written to the log.
 

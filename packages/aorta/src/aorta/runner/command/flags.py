@@ -14,26 +14,98 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from aorta.runner.command import spec as command_spec
 from aorta.runner.command.spec import CommandSpec, CommandSpecError, parse_command_spec
 
-__all__ = ["FLAG_OF_KEY", "command_mapping", "flag_message", "spec_from_flags"]
+__all__ = [
+    "COMMAND_FLAGS",
+    "FLAG_OF_KEY",
+    "CommandFlag",
+    "command_mapping",
+    "flag_message",
+    "spec_from_flags",
+]
 
 # Where the flag-built mapping is validated: the prefix of every key path in its errors.
 WHERE: Final = "command"
+
+
+@dataclass(frozen=True)
+class CommandFlag:
+    """A command workload option: its flag, the recipe key (below `workload`) it sets, its help.
+
+    `kind`: `seconds` (a number > 0), `text` (one string), `repeat` (a string, repeatable).
+    """
+
+    name: str
+    key: str
+    help: str
+    kind: Literal["seconds", "text", "repeat"] = "text"
+    metavar: str | None = None
+
+    @property
+    def param(self) -> str:
+        """The option's parameter name (`--trial-timeout` -> `trial_timeout`)."""
+        return self.name.removeprefix("--").replace("-", "_")
+
+
+# The command workload options, declared once (`aorta.cli.command_options` builds them), in
+# the order `--help` lists them.
+COMMAND_FLAGS: Final = (
+    CommandFlag(
+        "--step-time",
+        "step_time",
+        "Command workloads: how to read step times and losses: a preset name "
+        f"({', '.join(command_spec.STEP_PRESETS)}), or a regex with a (?P<time>...) group "
+        "(and optional step, loss groups).",
+        metavar="PRESET|REGEX",
+    ),
+    CommandFlag(
+        "--step-time-unit",
+        "step_time.unit",
+        "Command workloads, with a --step-time regex: the unit of its time group (default ms).",
+        metavar="|".join(command_spec.TIME_UNITS),
+    ),
+    CommandFlag(
+        "--failure-pattern",
+        "failure_patterns",
+        "Command workloads: an output line matching REGEX makes the trial failed; added to the "
+        "default patterns. Repeatable.",
+        kind="repeat",
+        metavar="REGEX",
+    ),
+    CommandFlag(
+        "--cwd",
+        "cwd",
+        "Command workloads: the directory the command runs in (recorded absolute).",
+        metavar="DIR",
+    ),
+    CommandFlag(
+        "--keep-logs",
+        "keep_logs",
+        "Command workloads: which trials keep trial_<id>.log (default: failed, every trial "
+        "that did not pass).",
+        metavar="|".join(command_spec.KEEP_LOGS),
+    ),
+    CommandFlag(
+        "--hang-after",
+        "hang_after",
+        "Command workloads: seconds without output that make a trial an error 'hang'.",
+        kind="seconds",
+    ),
+    CommandFlag(
+        "--trial-timeout",
+        "timeout",
+        "Command workloads: seconds per trial before SIGTERM/SIGKILL (error 'timeout').",
+        kind="seconds",
+    ),
+)
 # Recipe key (below `workload`) -> the flag that sets it.
-FLAG_OF_KEY: Final = {
-    "step_time.unit": "--step-time-unit",
-    "step_time": "--step-time",
-    "failure_patterns": "--failure-pattern",
-    "cwd": "--cwd",
-    "keep_logs": "--keep-logs",
-    "hang_after": "--hang-after",
-    "timeout": "--trial-timeout",
-}
+FLAG_OF_KEY: Final = {flag.key: flag.name for flag in COMMAND_FLAGS}
 _PRESET_WORD: Final = re.compile(r"[A-Za-z0-9_-]+")
 _KEY_PATH: Final = re.compile(rf"^{WHERE}\.(?P<path>[A-Za-z_.]+)(?:\[\d+\])?(?P<rest>:.*)$", re.S)
 
@@ -99,7 +171,8 @@ def flag_message(message: str) -> str:
     if match is None:
         return message
     path = match.group("path")
-    for key, flag in FLAG_OF_KEY.items():
+    # The longest key first: `step_time.unit` is --step-time-unit, not --step-time.
+    for key, flag in sorted(FLAG_OF_KEY.items(), key=lambda item: -len(item[0])):
         if path == key or path.startswith(key + "."):
             return flag + match.group("rest")
     return message

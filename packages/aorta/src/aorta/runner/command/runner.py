@@ -10,13 +10,17 @@ same `trial_<id>.json` as any workload. `{output_dir}` is the trial's own direct
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+import tempfile
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
-from aorta.instrumentation.redaction import redact_environ
+from aorta.instrumentation.locate_record import LOCATE_DIR_VAR, read_locate_dir
+from aorta.instrumentation.redaction import redact_argv, redact_embedded_secrets, redact_environ
 from aorta.runner.command.logtail import last_line, log_tail
+from aorta.runner.command.scanner import Match
 from aorta.runner.command.spec import CommandSpec, check_placeholders, render_argv
 from aorta.runner.command.trial import CommandTrialOutcome, run_command_trial
 from aorta.runner.environ import merge_env, with_seed
@@ -24,15 +28,23 @@ from aorta.runner.host import collect_host
 from aorta.runner.in_process import utc_timestamp
 from aorta.runner.models import Execution, RunRequest, TrialResult
 from aorta.runner.ownership import owning_trial
-from aorta.runner.reporting import TrialReporter
+from aorta.runner.reporting import TrialReporter, step_hook
 from aorta.runner.resolve import request_mitigations
-from aorta.runner.trials import step_hook
-from toolkit_core.atomic import write_json_atomic
 
 
 def trial_directory(request: RunRequest, trial_id: int) -> Path:
     """The trial's `{output_dir}`: `trial_<id>/` next to its JSON."""
     return request.output_dir / f"trial_{trial_id}"
+
+
+def locate_directory(request: RunRequest, trial_id: int) -> Path:
+    """A fresh directory for this attempt's locate records (`AORTA_LOCATE_DIR`).
+
+    Fresh per attempt, next to the trial's JSON: a resumed trial never merges the records
+    an interrupted attempt left behind.
+    """
+    request.output_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"trial_{trial_id}.locate.", dir=request.output_dir))
 
 
 def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
@@ -50,15 +62,22 @@ def trial_argv(request: RunRequest, trial_id: int) -> list[str]:
     return render_argv([*spec.command, *request.command_args], values)
 
 
+def _match_record(match: Match | None) -> dict[str, Any] | None:
+    """A matched log line as recorded: a secret the job printed is redacted like its log."""
+    if match is None:
+        return None
+    return {**asdict(match), "line": redact_embedded_secrets(match.line)}
+
+
 def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
     """The `command` field of a command trial's JSON."""
     return {
-        "argv": out.argv,
+        "argv": redact_argv(out.argv),  # a secret passed as `--hf-token X` stays out
         "returncode": out.returncode,
         "stopped": out.stopped,
         "signal_needed": out.signal_needed,
-        "failure_match": asdict(out.failure) if out.failure is not None else None,
-        "error_match": asdict(out.error) if out.error is not None else None,
+        "failure_match": _match_record(out.failure),
+        "error_match": _match_record(out.error),
         "clock": out.clock,
         "step_format": out.step_format,
         "warnings": out.warnings,
@@ -67,7 +86,7 @@ def command_record(out: CommandTrialOutcome) -> dict[str, Any]:
         "log": out.log_path.name if out.log_path is not None else None,
         "artifacts": out.artifacts,
         "output_bytes": out.output_bytes,
-        # Trials with identical output are copies of one run (`aorta.triage.independence`).
+        # Trials with identical output are copies of one run (`aorta.triage.analysis.independence`).
         "log_digest": out.log_digest,
     }
 
@@ -111,6 +130,9 @@ class CommandTrialSession:
         seed = request.trial_seed(trial_id)
         reporter.trial_started(request, trial_id, seed)
         env = with_seed(self.trial_env, seed)
+        locate_dir = locate_directory(request, trial_id) if request.locate else None
+        if locate_dir is not None:
+            env[LOCATE_DIR_VAR] = str(locate_dir)
         started_at = utc_timestamp()
         with owning_trial(request.output_dir, trial_id) as owner:
             out = run_command_trial(
@@ -124,6 +146,8 @@ class CommandTrialSession:
                 owner=owner,
             )
             result = self._result(request, trial_id, env, started_at, out)
+            if locate_dir is not None:
+                result = replace(result, first_nonfinite=read_locate_dir(locate_dir))
             write_json_atomic(request.trial_path(trial_id), result.to_dict())
         reporter.trial_finished(result)
         return result
@@ -153,7 +177,8 @@ class CommandTrialSession:
             steps=request.steps,
             passed=out.outcome == "passed",
             outcome=out.outcome,
-            failure=reason,
+            # The reason quotes the matched or last log line: redacted like the log tail.
+            failure=redact_embedded_secrets(reason) if reason is not None else None,
             traceback=tail,
             step_times_ms=out.step_times_ms,
             warmup_steps=out.warmup_steps,

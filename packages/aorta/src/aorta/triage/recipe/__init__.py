@@ -1,7 +1,8 @@
 """The triage recipe: schema, loader (YAML/JSON), flag -> recipe builder, resolved dump.
 
-Modules: `model` (the frozen data), `validation` (checks and name resolution), `loading`
-(files), `flags` (flag mode), `serialisation` (`recipe.resolved.yaml`, written and read back).
+Modules: `model` (the frozen data), `fields` (every field declared once: keys, flags),
+`validation` (checks and name resolution), `loading` (files), `flags` (flag mode),
+`serialisation` (`recipe.resolved.yaml`, written and read back).
 
 A recipe names a workload, trial/step counts, confound settings and an explicit list of cells
 (mitigations x environment). Validation happens once, here, at load time; what comes out is a
@@ -26,26 +27,63 @@ Decisions where the spec is silent (documented in the docstrings below as well):
 - Nothing from a recipe reaches a shell: the runner passes names and image refs as argv items.
 """
 
-from aorta.triage.confound import DEFAULT_CONFOUND_THRESHOLD
-from aorta.triage.errors import RecipeCellError, RecipeSchemaError, UntrustedRecipeError
-from aorta.triage.recipe.flags import recipe_from_flags
-from aorta.triage.recipe.loading import load_recipe
-from aorta.triage.recipe.model import (
-    IMAGE_PREFIX,
-    INLINE_SOURCE_PACKAGE,
-    RECIPE_SUFFIXES,
-    SUPPORTED_SCHEMA_VERSIONS,
-    Cell,
-    ConfoundSettings,
-    Recipe,
-    build_recipe_matrix,
-)
-from aorta.triage.recipe.serialisation import (
-    dump_resolved_yaml,
-    recipe_from_resolved,
-    resolved_recipe_dict,
-)
-from aorta.triage.recipe.trust import check_trust
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aorta.triage.analysis.confound import DEFAULT_CONFOUND_THRESHOLD
+    from aorta.triage.errors import RecipeCellError, RecipeSchemaError, UntrustedRecipeError
+    from aorta.triage.recipe.flags import recipe_from_flags
+    from aorta.triage.recipe.loading import load_recipe
+    from aorta.triage.recipe.model import (
+        IMAGE_PREFIX,
+        INLINE_SOURCE_PACKAGE,
+        RECIPE_SUFFIXES,
+        SUPPORTED_SCHEMA_VERSIONS,
+        Cell,
+        ConfoundSettings,
+        Recipe,
+    )
+    from aorta.triage.recipe.serialisation import (
+        dump_resolved_yaml,
+        recipe_from_resolved,
+        resolved_recipe_dict,
+    )
+    from aorta.triage.recipe.trust import check_trust
+
+# Loaded on first use: the CLI builds its flag-mode options from `recipe.fields` at import
+# time, and `aorta triage --help` must not pay for the readers (YAML, the registry).
+_HOME = {
+    "DEFAULT_CONFOUND_THRESHOLD": "aorta.triage.analysis.confound",
+    "RecipeCellError": "aorta.triage.errors",
+    "RecipeSchemaError": "aorta.triage.errors",
+    "UntrustedRecipeError": "aorta.triage.errors",
+    "recipe_from_flags": "aorta.triage.recipe.flags",
+    "load_recipe": "aorta.triage.recipe.loading",
+    "IMAGE_PREFIX": "aorta.triage.recipe.model",
+    "INLINE_SOURCE_PACKAGE": "aorta.triage.recipe.model",
+    "RECIPE_SUFFIXES": "aorta.triage.recipe.model",
+    "SUPPORTED_SCHEMA_VERSIONS": "aorta.triage.recipe.model",
+    "Cell": "aorta.triage.recipe.model",
+    "ConfoundSettings": "aorta.triage.recipe.model",
+    "Recipe": "aorta.triage.recipe.model",
+    "dump_resolved_yaml": "aorta.triage.recipe.serialisation",
+    "recipe_from_resolved": "aorta.triage.recipe.serialisation",
+    "resolved_recipe_dict": "aorta.triage.recipe.serialisation",
+    "check_trust": "aorta.triage.recipe.trust",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
 
 __all__ = [
     "DEFAULT_CONFOUND_THRESHOLD",
@@ -59,7 +97,6 @@ __all__ = [
     "RecipeCellError",
     "RecipeSchemaError",
     "UntrustedRecipeError",
-    "build_recipe_matrix",
     "check_trust",
     "dump_resolved_yaml",
     "load_recipe",

@@ -17,15 +17,19 @@ oellm-autoexp config.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from aorta.triage.recipe.validation import Where
+from aorta.triage.recipe.checks import Where, check_keys
+from aorta.triage.recipe.model import (
+    MIN_POLL_SECONDS,
+    SlurmSettings,
+)
+from aorta.triage.recipe.text import parse_recipe_text, read_regular_file
 
 __all__ = [
     "SLURM_KEYS",
@@ -36,22 +40,9 @@ __all__ = [
     "load_slurm_config",
 ]
 
-SLURM_KEYS = (
-    "partition",
-    "account",
-    "qos",
-    "time",
-    "nodes",
-    "gpus_per_node",
-    "sbatch_extra",
-    "launcher",
-    "setup",
-    "max_concurrent",
-    "constraint",
-    "same_node",
-    "max_resubmits",
-    "poll_seconds",
-)
+# The settings' keys are the dataclass's fields (their one declaration: name, type, default);
+# `_checks` holds the check of each.
+SLURM_KEYS = tuple(field.name for field in dataclasses.fields(SlurmSettings))
 # SLURM's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
 # Partition, account, qos, node names: what SLURM itself accepts in them.
@@ -60,38 +51,6 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _CONSTRAINT = re.compile(r"^[A-Za-z0-9._&|,\[\]*()-]{1,256}$")
 _MAX_LINES = 64
 _MAX_LINE = 1000
-DEFAULT_MAX_RESUBMITS = 2
-DEFAULT_POLL_SECONDS = 10.0
-MIN_POLL_SECONDS = 0.2
-
-
-@dataclass(frozen=True)
-class SlurmSettings:
-    """What a user sets for the SLURM executor; every field optional (the cluster's defaults).
-
-    `nodes` / `gpus_per_node` / `time` are per trial (each trial is one array task).
-    `sbatch_extra` are more `#SBATCH` lines (`--mem=64G`), `setup` shell lines run before the
-    trial (module loads, exports), `launcher` a prefix of the trial command (a container exec).
-    `constraint` keeps every trial on one node type, `same_node` on one node (`--nodelist`),
-    so that step times compare. `max_resubmits` caps the resubmissions of a trial SLURM lost
-    (cancelled, node failure, preemption, time limit, vanished); `poll_seconds` is how often
-    the driver asks SLURM.
-    """
-
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time: str | None = None
-    nodes: int | None = None
-    gpus_per_node: int | None = None
-    sbatch_extra: tuple[str, ...] = ()
-    launcher: str = ""
-    setup: tuple[str, ...] = ()
-    max_concurrent: int | None = None
-    constraint: str | None = None
-    same_node: str | None = None
-    max_resubmits: int = DEFAULT_MAX_RESUBMITS
-    poll_seconds: float = DEFAULT_POLL_SECONDS
 
 
 def _name(where: Where, path: str, value: object, *, pattern: re.Pattern[str], what: str) -> str:
@@ -158,7 +117,6 @@ def _checks() -> dict[str, Callable[[Where, str, object], Any]]:
 
 
 def _slurm(where: Where, path: str, value: object) -> SlurmSettings:
-    from aorta.triage.recipe.validation import check_keys
 
     if value is None:
         return SlurmSettings()
@@ -207,8 +165,6 @@ def describe_settings(settings: SlurmSettings) -> str:
 def load_slurm_config(path: Path) -> SlurmSettings:
     """`--slurm-config FILE`: the `executor.slurm` mapping (or `{slurm: {...}}`) from a file."""
     from aorta.triage.errors import RecipeSchemaError
-    from aorta.triage.recipe.loading import parse_recipe_text, read_regular_file
-    from aorta.triage.recipe.validation import Where
 
     label = str(path)
     try:

@@ -7,7 +7,17 @@ from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.runner.command.flags import spec_from_flags
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.recipe.checks import (
+    Where,
+    order_mode,
+    positive_int,
+    safe_name,
+    string,
+    ticket_name,
+    valid_alpha,
+    valid_threshold,
+)
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     IMAGE_PREFIX,
@@ -19,22 +29,14 @@ from aorta.triage.recipe.model import (
 from aorta.triage.recipe.validation import (
     COMMAND_WORKLOAD,
     Registry,
-    Where,
     any_workload,
     build_cell,
     check_baseline,
     check_command_environment,
     check_unique,
     inline_environment,
-    order_mode,
-    positive_int,
     resolve_environment,
     resolve_mitigation,
-    safe_name,
-    string,
-    ticket_name,
-    valid_alpha,
-    valid_threshold,
 )
 
 __all__ = ["recipe_from_flags"]
@@ -54,6 +56,7 @@ def recipe_from_flags(
     stop_after_failures: int | None = None,
     alpha: float = DEFAULT_ALPHA,
     command: Mapping[str, Any] | None = None,
+    locate: bool = False,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -64,7 +67,7 @@ def recipe_from_flags(
     is on the mitigation axis, else the first cell. Errors name the flag, e.g.
     `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
     `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
-    `trials` as the most it runs (`--max-trials N`).
+    `trials` as the most it runs (`--max-trials N`); `locate` is `--locate`.
 
     `command` is a command workload mapping (`aorta.runner.command.flags.command_mapping`:
     the argv after `--` and the command flags) instead of a registered `workload`; exactly
@@ -140,6 +143,7 @@ def recipe_from_flags(
         workload_source_package=source_package,
         command=spec,
         order=order_value,
+        locate=locate,
     )
 
 

@@ -6,19 +6,17 @@ against programming errors of callers that build a `Recipe` by hand.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from aorta.registry.models import Environment, Mitigation
-from aorta.triage.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
+from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
-    from aorta.triage.matrix import CellStats, Matrix
-    from aorta.triage.recipe.executor import SlurmSettings
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -45,6 +43,40 @@ INLINE_SOURCE_PACKAGE = "recipe"
 Order = Literal["interleaved", "sequential"]
 ORDERS: tuple[Order, ...] = ("interleaved", "sequential")
 DEFAULT_ORDER: Order = "interleaved"
+
+
+DEFAULT_MAX_RESUBMITS = 2
+DEFAULT_POLL_SECONDS = 10.0
+MIN_POLL_SECONDS = 0.2
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """What a user sets for the SLURM executor; every field optional (the cluster's defaults).
+
+    `nodes` / `gpus_per_node` / `time` are per trial (each trial is one array task).
+    `sbatch_extra` are more `#SBATCH` lines (`--mem=64G`), `setup` shell lines run before the
+    trial (module loads, exports), `launcher` a prefix of the trial command (a container exec).
+    `constraint` keeps every trial on one node type, `same_node` on one node (`--nodelist`),
+    so that step times compare. `max_resubmits` caps the resubmissions of a trial SLURM lost
+    (cancelled, node failure, preemption, time limit, vanished); `poll_seconds` is how often
+    the driver asks SLURM.
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time: str | None = None
+    nodes: int | None = None
+    gpus_per_node: int | None = None
+    sbatch_extra: tuple[str, ...] = ()
+    launcher: str = ""
+    setup: tuple[str, ...] = ()
+    max_concurrent: int | None = None
+    constraint: str | None = None
+    same_node: str | None = None
+    max_resubmits: int = DEFAULT_MAX_RESUBMITS
+    poll_seconds: float = DEFAULT_POLL_SECONDS
 
 
 @dataclass(frozen=True)
@@ -120,6 +152,9 @@ class Recipe:
     # `fingerprint_kernels: true`: every trial records its Triton kernels' fingerprints and
     # the matrix says which kernels each cell changed vs the baseline.
     fingerprint_kernels: bool = False
+    # `locate: true`: every trial records where its first non-finite value appeared
+    # (`first_nonfinite`, see aorta.instrumentation.locate). Off by default: it costs step time.
+    locate: bool = False
     # `executor: {slurm: {...}}`: every trial a SLURM array task (`aorta.triage.slurm`);
     # None: the trials run on this machine.
     executor: SlurmSettings | None = None
@@ -144,19 +179,3 @@ class Recipe:
     def baseline_cell(self) -> Cell:
         """The resolved baseline cell."""
         return self.cell(self.baseline)
-
-
-def build_recipe_matrix(recipe: Recipe, cells: Sequence[CellStats]) -> Matrix:
-    """The matrix of `cells` judged as `recipe` says: baseline, threshold, alpha and order."""
-    # Here, not at module level: loading or dry-running a recipe never builds a matrix, and
-    # the statistics behind it cost ~20 ms of every CLI start (benchmarks/cli_startup.py).
-    from aorta.triage.matrix import build_matrix
-
-    return build_matrix(
-        cells,
-        baseline=recipe.baseline,
-        threshold=recipe.confound.threshold,
-        alpha=recipe.confound.alpha,
-        # Interleaved trials ran round by round: their ratios are paired by round.
-        paired=recipe.order == "interleaved",
-    )

@@ -14,31 +14,33 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from aorta.registry.models import Environment, Mitigation, check_entry_name
-from aorta.triage.confound import DEFAULT_ALPHA
+from aorta.triage.analysis.confound import DEFAULT_ALPHA
 from aorta.triage.names import image_ref_problem
-from aorta.triage.recipe.executor import executor_dict, executor_from_data
-from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
-from aorta.triage.recipe.validation import (
-    CONFOUND_KEYS,
+from aorta.triage.recipe.checks import (
     Where,
     boolean,
-    check_baseline,
     check_keys,
-    check_unique,
-    command_args,
-    command_workload,
-    extra_env_mapping,
     join_path,
     order_mode,
     order_seed,
     positive_int,
     require,
     safe_name,
-    schema_version,
     string,
     ticket_name,
     valid_alpha,
     valid_threshold,
+)
+from aorta.triage.recipe.executor import executor_dict, executor_from_data
+from aorta.triage.recipe.fields import CELL_FIELDS, CONFOUND_FIELDS, TOP_FIELDS, keys
+from aorta.triage.recipe.model import INLINE_SOURCE_PACKAGE, Cell, ConfoundSettings, Recipe
+from aorta.triage.recipe.validation import (
+    check_baseline,
+    check_unique,
+    command_args,
+    command_workload,
+    extra_env_mapping,
+    schema_version,
 )
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "order": recipe.order,
         "order_seed": recipe.order_seed,
         "fingerprint_kernels": recipe.fingerprint_kernels,
+        "locate": recipe.locate,
         "executor": executor_dict(recipe.executor),
         "confound": {
             "threshold": recipe.confound.threshold,
@@ -138,34 +141,11 @@ def dump_resolved_yaml(recipe: Recipe) -> str:
 # --------------------------------------------------------------------------- read back
 
 
-_RESOLVED_KEYS = (
-    "schema_version",
-    "origin",
-    "source",
-    "sha256",
-    "ticket",
-    "workload",
-    "trials",
-    "steps",
-    "order",
-    "order_seed",
-    "fingerprint_kernels",
-    "executor",
-    "confound",
-    "cells",
-)
+# Known keys, derived from the one declaration of the recipe's fields.
+_RESOLVED_KEYS = keys(TOP_FIELDS, "resolved")
+_CONFOUND_KEYS = keys(CONFOUND_FIELDS, "resolved")
 _WORKLOAD_KEYS = ("name", "source_package", "command")
-_CELL_KEYS = (
-    "name",
-    "mitigations",
-    "environment",
-    "extra_env",
-    "trials",
-    "steps",
-    "stop_after_failures",
-    "env",
-    "command_args",
-)
+_CELL_KEYS = keys(CELL_FIELDS, "resolved")
 _MITIGATION_KEYS = ("name", "source_package", "env", "process_scoped")
 _ENVIRONMENT_KEYS = (
     "name",
@@ -318,7 +298,7 @@ def recipe_from_resolved(
     ticket = None if top.get("ticket") is None else ticket_name(where, "ticket", top["ticket"])
     workload = _mapping(where, "workload", require(where, "", top, "workload"), _WORKLOAD_KEYS)
     workload_name = safe_name(where, "workload.name", require(where, "workload", workload, "name"))
-    confound = _mapping(where, "confound", require(where, "", top, "confound"), CONFOUND_KEYS)
+    confound = _mapping(where, "confound", require(where, "", top, "confound"), _CONFOUND_KEYS)
     recorded = valid_threshold(
         where, "confound.threshold", require(where, "confound", confound, "threshold")
     )
@@ -368,6 +348,7 @@ def recipe_from_resolved(
         fingerprint_kernels=boolean(
             where, "fingerprint_kernels", top.get("fingerprint_kernels", False)
         ),
+        locate=boolean(where, "locate", top.get("locate", False)),  # absent before it existed
         # Absent in files written before it existed: those ran locally.
         executor=executor_from_data(where, "executor", top.get("executor")),
     )

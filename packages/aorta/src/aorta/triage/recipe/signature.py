@@ -29,8 +29,8 @@ import stat
 from pathlib import Path
 from typing import Final
 
+from aorta.atomic import write_text_atomic
 from aorta.errors import AortaUsageError
-from toolkit_core.atomic import write_text_atomic
 
 __all__ = ["SIGNATURE_NAME", "recipe_digest", "sign_run_recipe", "signed_by_this_user"]
 
@@ -111,7 +111,7 @@ def signed_by_this_user(run_dir: Path, recipe_sha256: str | None) -> bool:
     key = _read_key(_key_path())
     if key is None:
         return False
-    from aorta.triage.recipe.loading import read_regular_file
+    from aorta.triage.recipe.text import read_regular_file
 
     try:
         raw = read_regular_file(

@@ -8,7 +8,9 @@ re-running it execute anything new? It does when a cell
   the same name (inline docker images always count: the image comes from the file),
 - applies a mitigation whose variables differ from this machine's mitigation of that name (or
   one this machine does not know), or
-- sets a variable that makes a process load or run other code (`LD_PRELOAD`, `PYTHONPATH`, ...);
+- sets a variable that neither this machine's registry nor the short read-back allowlist
+  vouches for (`env_allowlist`: an allowlist, since a denylist of `LD_PRELOAD`-like variables
+  always misses one);
 
 and always when the workload is a command (`workload: {command: ...}`): the command in the
 file is what every trial runs, and no registry vouches for it.
@@ -26,38 +28,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from aorta.instrumentation.redaction import redact_value
 from aorta.registry.models import Environment, Mitigation
+from aorta.strict_modes import SharedStateError, refuse_shared_state
 from aorta.triage.errors import UntrustedRecipeError
+from aorta.triage.recipe.env_allowlist import is_vouched_variable
 from aorta.triage.recipe.model import Cell, Recipe
 from aorta.triage.recipe.signature import signed_by_this_user
 
 __all__ = [
-    "CODE_LOADING_VARIABLES",
+    "check_recipe_file_trust",
     "check_run_trust",
     "check_trust",
     "resume_needs_trust",
     "untrusted_actions",
 ]
-
-# Variables through which a value alone makes a process load or execute a file of its choice.
-CODE_LOADING_VARIABLES = frozenset(
-    {
-        "LD_PRELOAD",
-        "LD_LIBRARY_PATH",
-        "LD_AUDIT",
-        "DYLD_INSERT_LIBRARIES",
-        "PYTHONPATH",
-        "PYTHONSTARTUP",
-        "PYTHONHOME",
-        "PYTHONUSERBASE",
-        "PYTHONEXECUTABLE",
-        "BASH_ENV",
-        "ENV",
-        "PATH",
-        "PERL5OPT",
-        "NODE_OPTIONS",
-    }
-)
 
 
 def _environment_action(cell: Cell, registered: Mapping[str, Environment]) -> str | None:
@@ -91,12 +76,15 @@ def _mitigation_actions(cell: Cell, registered: Mapping[str, Mitigation]) -> lis
     return actions
 
 
-def _variable_actions(cell: Cell) -> list[str]:
+def _variable_actions(cell: Cell, bundles: list[Mapping[str, str]]) -> list[str]:
+    """Each variable the cell sets that neither the registry nor the allowlist vouches for
+    (`env_allowlist`); its value redacted, as this line is printed."""
     merged = {**cell.environment.env, **cell.env}
     return [
-        f"cell {cell.name}: sets {key}={merged[key]!r}"
+        f"cell {cell.name}: sets {key}={redact_value(key, merged[key])!r} "
+        "(not set so by this machine's registry, not in the read-back allowlist)"
         for key in sorted(merged)
-        if key in CODE_LOADING_VARIABLES
+        if not is_vouched_variable(key, merged[key], bundles)
     ]
 
 
@@ -119,6 +107,7 @@ def untrusted_actions(
 ) -> list[str]:
     """One line per thing `recipe` would execute that the given registry does not vouch for."""
     actions: list[str] = []
+    bundles = [m.env for m in mitigations.values()] + [e.env for e in environments.values()]
     if recipe.command is not None:
         shown = " ".join(recipe.command.command)
         actions.append(f"workload runs the command {shown!r} (cells may append command_args)")
@@ -127,19 +116,51 @@ def untrusted_actions(
         if environment:
             actions.append(environment)
         actions.extend(_mitigation_actions(cell, mitigations))
-        actions.extend(_variable_actions(cell))
+        actions.extend(_variable_actions(cell, bundles))
     actions.extend(_executor_actions(recipe))
     return actions
 
 
+# What a resume reads back that decides what runs (`strict_modes`).
+STEERING_FILES = ("recipe.resolved.yaml", "recipe.resolved.sig", "run.json")
+STEERING_TREES = ("slurm",)
+
+
 def check_run_trust(
-    recipe: Recipe, run_dir: Path, recipe_sha256: str, *, label: str, trusted: bool
+    recipe: Recipe,
+    run_dir: Path,
+    recipe_sha256: str,
+    *,
+    label: str,
+    trusted: bool,
+    allow_shared_writable: bool = False,
 ) -> list[str]:
     """`check_trust` for the recipe of a run directory being resumed: nothing needs vouching
-    for when this user started the run from these very bytes (`signature`)."""
+    for when this user started the run from these very bytes (`signature`).
+
+    First, unless `allow_shared_writable`, the run directory and the state in it that steers
+    execution must be this user's and writable by no one else (`strict_modes`, exit 2).
+    """
+    if not allow_shared_writable:
+        refuse_shared_state(run_dir, STEERING_FILES, STEERING_TREES)
     if signed_by_this_user(run_dir, recipe_sha256):
         return []
     return check_trust(recipe, label=label, trusted=trusted)
+
+
+def check_recipe_file_trust(recipe: Recipe, path: Path, *, trusted: bool) -> list[str]:
+    """`check_trust` for `--recipe` of a resolved recipe: nothing needs vouching for when it is
+    the `recipe.resolved.yaml` of a run this user signed, unchanged (`recipe.sha256`: the bytes
+    parsed), in a run directory no one else can write (else the signature proves nothing)."""
+    if path.name == STEERING_FILES[0] and recipe.sha256 is not None:
+        try:
+            refuse_shared_state(path.parent, STEERING_FILES, ())
+        except SharedStateError:
+            pass
+        else:
+            if signed_by_this_user(path.parent, recipe.sha256):
+                return []
+    return check_trust(recipe, label=str(path), trusted=trusted)
 
 
 def resume_needs_trust(recipe: Recipe, run_dir: Path, recipe_sha256: str) -> bool:

@@ -9,42 +9,51 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import reprlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from aorta.errors import (
-    AortaUsageError,
     UnknownEnvironmentError,
     UnknownMitigationError,
-    UnknownNameError,
     UnknownWorkloadError,
 )
 from aorta.registry.loader import load_environments, load_mitigations, load_workloads
 from aorta.registry.models import Environment, Mitigation, Workload, check_env_var_name
 from aorta.runner.environ import MitigationConflictError, merge_env
-from aorta.triage.confound import (
+from aorta.triage.analysis.confound import (
     DEFAULT_ALPHA,
     DEFAULT_CONFOUND_THRESHOLD,
-    alpha_problem,
-    threshold_problem,
 )
-from aorta.triage.errors import RecipeCellError, RecipeProblemsError, RecipeSchemaError
+from aorta.triage.errors import RecipeSchemaError
 from aorta.triage.names import (
-    NO_TICKET,
     image_ref_problem,
     inline_environment_name,
-    safe_name_problem,
+)
+from aorta.triage.recipe.checks import (
+    Problems,
+    Where,
+    boolean,
+    check_keys,
+    join_path,
+    order_mode,
+    order_seed,
+    positive_int,
+    require,
+    safe_name,
+    stop_after_failures,
+    string,
+    ticket_name,
+    valid_alpha,
+    valid_threshold,
 )
 from aorta.triage.recipe.executor import executor_from_data
-from aorta.triage.recipe.limits import count_limit
+from aorta.triage.recipe.fields import CELL_FIELDS, CONFOUND_FIELDS, TOP_FIELDS, keys
 from aorta.triage.recipe.model import (
     DEFAULT_ORDER,
     INLINE_SOURCE_PACKAGE,
-    ORDERS,
     SUPPORTED_SCHEMA_VERSIONS,
     Cell,
     ConfoundSettings,
@@ -55,224 +64,13 @@ from aorta.triage.recipe.model import (
 if TYPE_CHECKING:
     from aorta.runner.command.spec import CommandSpec
 
-_TOP_KEYS = (
-    "schema_version",
-    "ticket",
-    "workload",
-    "trials",
-    "steps",
-    "order",
-    "order_seed",
-    "stop_after",
-    "confound",
-    "cells",
-    "fingerprint_kernels",
-    "executor",
-)
-CONFOUND_KEYS = ("threshold", "baseline_cell", "alpha")
-_CELL_KEYS = (
-    "name",
-    "mitigations",
-    "environment",
-    "trials",
-    "steps",
-    "stop_after",
-    "extra_env",
-    "command_args",
-)
-_STOP_AFTER_KEYS = ("failures",)
+# Known keys, derived from the one declaration of the recipe's fields.
+_TOP_KEYS = keys(TOP_FIELDS, "file")
+_CONFOUND_KEYS = keys(CONFOUND_FIELDS, "file")
+_CELL_KEYS = keys(CELL_FIELDS, "file")
 # The workload name of a command workload (in run directories and trial JSONs).
 COMMAND_WORKLOAD = "command"
 _INLINE_ENV_KEYS = ("docker",)
-_MAX_REPR = 80
-T = TypeVar("T")
-
-
-_BOUNDED_REPR = reprlib.Repr()
-_BOUNDED_REPR.maxlevel = 2
-_BOUNDED_REPR.maxstring = _MAX_REPR
-_BOUNDED_REPR.maxother = _MAX_REPR
-
-
-def _short(value: object) -> str:
-    # repr() escapes newlines and control characters, which keeps every message on one line;
-    # the bounded reprlib variant never renders more than a few elements of a huge value.
-    text = _BOUNDED_REPR.repr(value)
-    return text if len(text) <= _MAX_REPR else text[: _MAX_REPR - 3] + "..."
-
-
-def _describe(value: object) -> str:
-    if isinstance(value, (dict, list, bool)) or value is None:
-        kind = {dict: "a mapping", list: "a list", bool: "a boolean"}.get(type(value), "null")
-        return f"{kind} {_short(value)}" if value is not None else "null"
-    return _short(value)
-
-
-class Problems:
-    """Collects the one-line errors of independent checks, so a recipe reports all at once."""
-
-    def __init__(self) -> None:
-        self.found: list[AortaUsageError] = []
-
-    def attempt(self, check: Callable[[], T]) -> T | None:
-        """`check()`, or None after recording the usage error it raised."""
-        try:
-            return check()
-        except AortaUsageError as exc:
-            self.found.append(exc)
-            return None
-
-    def raise_if_any(self) -> None:
-        """Raise the one problem found as it is, several as one `RecipeProblemsError`."""
-        if len(self.found) == 1:
-            raise self.found[0]
-        if self.found:
-            raise RecipeProblemsError(self.found)
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where values come from: a recipe file (prefix) or flags (no prefix)."""
-
-    label: str | None
-
-    def at(self, path: str) -> str:
-        return f"{self.label}: {path}" if self.label else path
-
-    def fail(
-        self, path: str, expected: str, value: object = ..., *, cell: bool = False
-    ) -> NoReturn:
-        got = "" if value is ... else f", got {_describe(value)}"
-        error = RecipeCellError if cell else RecipeSchemaError
-        raise error(f"{self.at(path)}: {expected}{got}")
-
-    def unknown(
-        self, error: type[UnknownNameError], path: str, name: str, known: Sequence[str]
-    ) -> NoReturn:
-        # Keep the registry's error type (callers catch UnknownMitigationError etc.) but put
-        # the file and key path in front of its one-line message.
-        # A 300 KB name is shown shortened: one line means a readable line.
-        shown = name if len(name) <= _MAX_REPR else name[: _MAX_REPR - 3] + "..."
-        exc = error(shown, known)
-        exc.args = (f"{self.at(path)}: {exc}",)
-        raise exc
-
-
-def join_path(path: str, key: str | int) -> str:
-    """`path` extended by a mapping key (`a.b`) or a list index (`a[1]`)."""
-    if isinstance(key, int):
-        return f"{path}[{key}]"
-    return f"{path}.{key}" if path else key
-
-
-def check_keys(
-    where: Where, path: str, data: Mapping[Any, Any], allowed: Sequence[str], what: str
-) -> None:
-    """Refuse any key of `data` outside `allowed`."""
-    for key in data:
-        if key not in allowed:
-            where.fail(
-                join_path(path, str(key)) if path else str(key),
-                f"unknown key {_short(key)} in {what} (allowed: {', '.join(allowed)})",
-            )
-
-
-def require(where: Where, path: str, data: Mapping[Any, Any], key: str) -> object:
-    """`data[key]`, or a "required key is missing" error."""
-    if key not in data:
-        where.fail(join_path(path, key), "required key is missing")
-    return data[key]
-
-
-def positive_int(where: Where, path: str, value: object) -> int:
-    """`value` as a positive int; booleans are refused."""
-    # bool is an int subclass in Python; `trials: yes` must not become 1 trial.
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        where.fail(path, "expected a positive integer", value)
-    # Checked here, before a runner allocates per-trial state for `trials: 10**21`.
-    limit = count_limit(path.rsplit(".", 1)[-1].lstrip("-"))
-    if limit is not None and value > limit[0]:
-        where.fail(path, f"expected at most {limit[0]} (raise it with {limit[1]})", value)
-    return value
-
-
-def order_mode(where: Where, path: str, value: object) -> Order:
-    """`value` if it is one of the order modes."""
-    for order in ORDERS:
-        if value == order:
-            return order
-    where.fail(path, f"expected one of {', '.join(ORDERS)}", value)
-
-
-def order_seed(where: Where, path: str, value: object) -> int:
-    """A seed for the per-round cell order: an integer >= 0."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        where.fail(path, "expected an integer >= 0", value)
-    return value
-
-
-def stop_after_failures(where: Where, path: str, value: object) -> int | None:
-    """`stop_after: {failures: K}` -> K; `stop_after: null` (a cell opting out) -> None."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        where.fail(path, "expected a mapping {failures: <positive integer>} or null", value)
-    check_keys(where, path, value, _STOP_AFTER_KEYS, "stop_after")
-    return positive_int(where, join_path(path, "failures"), require(where, path, value, "failures"))
-
-
-def boolean(where: Where, path: str, value: object) -> bool:
-    """`value` if it is a YAML/JSON boolean (no truthy strings or numbers)."""
-    if not isinstance(value, bool):
-        where.fail(path, "expected true or false", value)
-    return value
-
-
-def string(where: Where, path: str, value: object) -> str:
-    """`value` if it is a string (YAML scalars such as dates are refused, not converted)."""
-    if not isinstance(value, str):
-        where.fail(path, "expected a string (quote it in YAML)", value)
-    return value
-
-
-def safe_name(where: Where, path: str, value: object) -> str:
-    """`value` if it can be a directory name (`names.safe_name_problem`)."""
-    name = string(where, path, value)
-    problem = safe_name_problem(name)
-    if problem:
-        where.fail(path, problem, name)
-    return name
-
-
-def ticket_name(where: Where, path: str, value: object) -> str:
-    """`value` if it can be a ticket (a safe name other than the no-ticket folder)."""
-    ticket = safe_name(where, path, value)
-    if ticket == NO_TICKET:
-        # The folder of ticket-less runs: a ticket of that name would mix with them.
-        where.fail(
-            path, f"expected a ticket other than {NO_TICKET!r} (omit the key instead)", value
-        )
-    return ticket
-
-
-def _checked_number(
-    where: Where, path: str, value: object, problem_of: Callable[[object], str | None]
-) -> float:
-    problem = problem_of(value)
-    if problem:
-        where.fail(path, problem, value)
-    assert isinstance(value, (int, float))  # for mypy: problem_of checked it
-    return float(value)
-
-
-def valid_alpha(where: Where, path: str, value: object) -> float:
-    """A validated significance level (see `confound.alpha_problem`)."""
-    return _checked_number(where, path, value, alpha_problem)
-
-
-def valid_threshold(where: Where, path: str, value: object) -> float:
-    """A validated confound threshold (see `confound.threshold_problem`)."""
-    return _checked_number(where, path, value, threshold_problem)
 
 
 @dataclass(frozen=True)
@@ -575,8 +373,8 @@ def _confound(where: Where, value: object) -> tuple[Mapping[Any, Any], float, fl
     if value is None:
         return {}, DEFAULT_CONFOUND_THRESHOLD, DEFAULT_ALPHA
     if not isinstance(value, Mapping):
-        where.fail("confound", f"expected a mapping with keys {', '.join(CONFOUND_KEYS)}", value)
-    check_keys(where, "confound", value, CONFOUND_KEYS, "confound")
+        where.fail("confound", f"expected a mapping with keys {', '.join(_CONFOUND_KEYS)}", value)
+    check_keys(where, "confound", value, _CONFOUND_KEYS, "confound")
     threshold = DEFAULT_CONFOUND_THRESHOLD
     if value.get("threshold") is not None:
         threshold = valid_threshold(where, "confound.threshold", value["threshold"])
@@ -687,6 +485,7 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
     )
 
     executor = problems.attempt(lambda: executor_from_data(where, "executor", data.get("executor")))
+    locate = problems.attempt(lambda: boolean(where, "locate", data.get("locate", False)))
 
     cells_raw = problems.attempt(lambda: _cell_list(where, data)) or []
     cells = _unique_cells(
@@ -740,5 +539,6 @@ def recipe_from_data(where: Where, data: object, *, source: Path, sha256: str) -
         order=order,
         order_seed=seed,
         fingerprint_kernels=bool(fingerprint),
+        locate=bool(locate),
         executor=executor,
     )

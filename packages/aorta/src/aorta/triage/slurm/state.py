@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
-from toolkit_core.atomic import write_json_atomic
+from aorta.triage.layout import RunDir
 from toolkit_core.timestamps import iso_stamp
 
-SLURM_DIR = "slurm"
 STATE_NAME = "state.json"
 ATTEMPTS_NAME = "attempts.jsonl"
 _MAX_TASKS = 1_000_000
@@ -70,7 +70,7 @@ class SlurmState:
 
 def slurm_dir(run_dir: Path) -> Path:
     """`<run dir>/slurm`."""
-    return run_dir / SLURM_DIR
+    return RunDir(run_dir).slurm
 
 
 def sessions_dir(run_dir: Path) -> Path:

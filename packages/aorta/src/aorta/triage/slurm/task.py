@@ -1,10 +1,10 @@
 """One SLURM array task: `python -m aorta.triage.slurm.task RUN_DIR SUBMISSION TASK`.
 
 The task looks up its (cell, trial) in the submission's task table and runs that trial as a
-local run would: the request comes from `aorta.triage.runner.cell_request` (same ids, seeds,
-variables), and `open_trials(...).run(trial)` runs it in this process (a child only where a local
-run would start one: process-scoped mitigations, non-local environments; the command of a
-command workload) and writes `cells/<cell>/trial_<id>.json`.
+local run would: the request comes from `aorta.triage.run.local.cell_request` (same ids,
+seeds, variables), and `open_trials(...).run(trial)` runs it in this process (a child only
+where a local run would start one: process-scoped mitigations, non-local environments; the
+command of a command workload) and writes `cells/<cell>/trial_<id>.json`.
 
 Exit 0 with the `RECORDED` line means the trial is final: its JSON is on disk (or the cell's
 stop rule was met before it started, so it is not run, as locally). The line is what
@@ -28,8 +28,9 @@ RECORDED = "aorta-triage: trial recorded"
 def _run(run_dir: Path, number: int, index: int) -> str:
     """Run (or skip) the task's trial; the note for the attempts ledger."""
     from aorta.runner.trials import open_trials
-    from aorta.triage.rundir import load_run_recipe, trials_on_disk
-    from aorta.triage.runner import cell_request, stop_rule_met
+    from aorta.triage.run.assemble import stop_rule_met
+    from aorta.triage.run.local import cell_request
+    from aorta.triage.run.rundir import load_run_recipe, trials_on_disk
     from aorta.triage.slurm.state import load_state
     from aorta.triage.slurm.trials import write_lost_trial
 

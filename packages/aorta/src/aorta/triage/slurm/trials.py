@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
+from aorta.atomic import write_json_atomic
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.models import TrialResult
 from aorta.triage.recipe import Cell, Recipe
-from toolkit_core.atomic import write_json_atomic
 from toolkit_core.timestamps import iso_stamp
 
 
@@ -108,7 +108,7 @@ def round_robin_tasks(recipe: Recipe, wanted: Iterable[tuple[str, int]]) -> list
 
 def write_lost_trial(recipe: Recipe, run_dir: Path, cell: Cell, trial: int, reason: str) -> None:
     """Write `trial_<id>.json` as an `error` trial: it measured nothing (never overwrites)."""
-    from aorta.triage.runner import cell_request
+    from aorta.triage.run.local import cell_request
 
     request = cell_request(recipe, run_dir, cell, [trial], fresh_process=True)
     result = TrialResult(

@@ -27,6 +27,7 @@ AMP_DTYPES: Final = ("none", "bfloat16", "float16")
 PARAM_DTYPES: Final = ("float32", "bfloat16")
 DEVICES: Final = ("auto", "cpu", "cuda")
 STEP_CLOCKS: Final = ("wall", "cpu")
+INJECT_PHASES: Final = ("forward", "backward")
 
 # The warm-up default when AORTA_FSDP_WARMUP_STEPS is unset: min(3, steps // 5).
 _AUTO_WARMUP_CAP: Final = 3
@@ -83,6 +84,10 @@ class FsdpConfig:
     data_seed: int = 1234
     # Test-only fault injection: make the loss NaN at this (0-based) step. Never on by default.
     test_inject_nan_at_step: int | None = None
+    # With it: inject the NaN in this module (its fully qualified name, e.g. blocks.1.mlp_in)
+    # instead of the loss, in its forward output or in the gradient it computes.
+    test_inject_nan_module: str | None = None
+    test_inject_nan_phase: str = "forward"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> FsdpConfig:
@@ -106,6 +111,11 @@ class FsdpConfig:
             raise WorkloadConfigError(
                 f"{PREFIX}D_MODEL={config.d_model} with {PREFIX}N_HEADS={config.n_heads}: "
                 "expected D_MODEL to be a multiple of N_HEADS"
+            )
+        if config.test_inject_nan_module is not None and config.test_inject_nan_at_step is None:
+            raise WorkloadConfigError(
+                f"{PREFIX}TEST_INJECT_NAN_MODULE needs {PREFIX}TEST_INJECT_NAN_AT_STEP "
+                "(the step at which to inject)"
             )
         return config
 
@@ -185,6 +195,12 @@ def _bool(variable: str, raw: str) -> bool:
     if value not in _TRUE + _FALSE:
         raise _bad(variable, raw, "1 or 0 (also true/false, yes/no, on/off)")
     return value in _TRUE
+
+
+def _module_name(variable: str, raw: str) -> str:
+    if not all(part.isidentifier() or part.isdigit() for part in raw.split(".")):
+        raise _bad(variable, raw, "a dotted module name such as blocks.1.mlp_in")
+    return raw
 
 
 def _warmup(variable: str, raw: str) -> int | None:
@@ -321,6 +337,20 @@ PARAMETERS: Final[tuple[Parameter, ...]] = (
         "TEST ONLY: make the loss NaN at this 0-based "
         "step, to exercise the failure path. Never set it in real experiments.",
         _int(0),
+    ),
+    _param(
+        "TEST_INJECT_NAN_MODULE",
+        "(unset)",
+        "TEST ONLY: with TEST_INJECT_NAN_AT_STEP, put the NaN into this module (its fully "
+        "qualified name, e.g. blocks.1.mlp_in) instead of the loss: the locator's test case.",
+        _module_name,
+    ),
+    _param(
+        "TEST_INJECT_NAN_PHASE",
+        "forward",
+        "TEST ONLY: where TEST_INJECT_NAN_MODULE injects: forward (the module's output) or "
+        "backward (the gradient the module computes for its input).",
+        _choice(INJECT_PHASES),
     ),
 )
 

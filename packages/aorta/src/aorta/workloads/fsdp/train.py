@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +34,7 @@ from aorta.errors import WorkloadConfigError
 from aorta.workloads.contract import TrialContext, WorkloadOutcome
 from aorta.workloads.fsdp.config import FsdpConfig
 from aorta.workloads.fsdp.data import MarkovTokens
+from aorta.workloads.fsdp.inject import injection_target, nan_in_module
 from aorta.workloads.fsdp.model import TinyLM, build_model
 
 # Importing torch leaves ~240k long-lived objects behind. A full (generation 2) collection
@@ -298,6 +299,8 @@ def _run_in_group(
     torch.manual_seed(ctx.seed)
     mesh = init_device_mesh(device.type, (setup.world_size,))
     model = build_model(config, mesh, device)
+    if config.test_inject_nan_module is not None:
+        injection_target(model, config.test_inject_nan_module)  # a wrong name fails up front
     optimizer = build_optimizer(config, model)
     data = MarkovTokens(config.vocab_size, config.seq_len, config.data_seed)
     observed = observe(config, setup, device)
@@ -355,6 +358,16 @@ def _update(
     return loss_value, grad_norm
 
 
+def _module_injection(
+    model: TinyLM, config: FsdpConfig, inject: bool
+) -> AbstractContextManager[None]:
+    """The test-only NaN in a module (`AORTA_FSDP_TEST_INJECT_NAN_MODULE`) for this update."""
+    if not inject or config.test_inject_nan_module is None:
+        return nullcontext()
+    target = injection_target(model, config.test_inject_nan_module)
+    return nan_in_module(target, config.test_inject_nan_phase)
+
+
 def _train(
     ctx: TrialContext,
     config: FsdpConfig,
@@ -383,15 +396,17 @@ def _train(
         # found it), so runs with and without sub-steps report comparable curves.
         first: tuple[float, float | None] | None = None
         for sub in range(config.substeps):
-            loss_value, grad_norm = _update(
-                model,
-                optimizer,
-                batch,
-                amp_dtype=amp_dtype,
-                setup=setup,
-                max_norm=max_norm,
-                inject_nan=step == config.test_inject_nan_at_step and sub == 0,
-            )
+            inject = step == config.test_inject_nan_at_step and sub == 0
+            with _module_injection(model, config, inject):
+                loss_value, grad_norm = _update(
+                    model,
+                    optimizer,
+                    batch,
+                    amp_dtype=amp_dtype,
+                    setup=setup,
+                    max_norm=max_norm,
+                    inject_nan=inject and config.test_inject_nan_module is None,
+                )
             first = first or (loss_value, grad_norm)
             where = f"step {step}" + (f" (sub-step {sub})" if config.substeps > 1 else "")
             if not math.isfinite(loss_value):

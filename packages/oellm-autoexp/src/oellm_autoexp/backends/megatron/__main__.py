@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.backends.megatron.argspec import schema_from_parser
 from oellm_autoexp.backends.megatron.source import (
     DEFAULT_MODULE,
@@ -21,7 +22,6 @@ from oellm_autoexp.backends.megatron.source import (
     megatron_provenance,
 )
 from oellm_autoexp.errors import EXIT_USAGE, AutoexpUsageError
-from toolkit_core.atomic import write_text_atomic
 
 
 def main(argv: list[str] | None = None) -> int:

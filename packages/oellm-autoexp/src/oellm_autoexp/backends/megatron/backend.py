@@ -33,6 +33,7 @@ from compoconf import register
 
 from oellm_autoexp.backends.base import BackendConfig, BackendInterface, JobContext, LaunchCommand
 from oellm_autoexp.backends.megatron.argspec import ArgSchema
+from oellm_autoexp.backends.megatron.chatter import log as megatron_log
 from oellm_autoexp.backends.megatron.cmdline import (
     check_with_parser,
     parse_outcome_key,
@@ -41,7 +42,6 @@ from oellm_autoexp.backends.megatron.cmdline import (
 from oellm_autoexp.backends.megatron.rules import PARALLEL_SIZES, check_rules
 from oellm_autoexp.backends.megatron.runtime import namespace_for, validate_with_megatron
 from oellm_autoexp.backends.megatron.source import DEFAULT_MODULE, ArgumentSource, resolve_source
-from oellm_autoexp.backends.megatron.source import log as megatron_log
 from oellm_autoexp.backends.megatron.validate import normalise_args
 from oellm_autoexp.errors import ConfigError
 

@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema
-from oellm_autoexp.backends.megatron.source import captured_output
+from oellm_autoexp.backends.megatron.chatter import captured_output
 
 _ARGS_ATTR = re.compile(r"\bargs\.([A-Za-z_][A-Za-z0-9_]*)")
 

@@ -15,23 +15,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
-import io
-import logging
 import subprocess
 import sys
-import warnings
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.backends.megatron.argspec import ArgSchema, schema_from_parser
+from oellm_autoexp.backends.megatron.chatter import captured_output
 from oellm_autoexp.errors import ConfigError
 
 DEFAULT_MODULE = "megatron.training.arguments"
-# Megatron's import-time chatter (deprecation warnings, prints) goes here, shown with `-v`.
-log = logging.getLogger("oellm_autoexp.megatron")
 
 
 class MegatronUnavailableError(Exception):
@@ -106,28 +102,6 @@ def _load_parser(module: str, megatron_path: str | None) -> argparse.ArgumentPar
         raise MegatronBrokenError(
             f"loading Megatron's arguments from {module} failed: {type(exc).__name__}: {exc}"
         ) from exc
-
-
-@contextlib.contextmanager
-def captured_output(what: str, *, log_prints: bool = True) -> Iterator[io.StringIO]:
-    """Keep Megatron's prints and warnings off the terminal; log them (shown with ``-v``).
-
-    Megatron prints and warns while it is imported and validated; a one-line error must not be
-    buried under that. Captured warnings (and prints, with `log_prints`) are logged at INFO on
-    ``oellm_autoexp.megatron``; `validate_args` prints every argument, which is left out.
-    """
-    out = io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
-        warnings.simplefilter("always")
-        with contextlib.redirect_stderr(out):
-            try:
-                yield out
-            finally:
-                if log.isEnabledFor(logging.INFO):
-                    lines = out.getvalue().splitlines() if log_prints else []
-                    lines += [f"{w.category.__name__}: {w.message}" for w in caught]
-                    for line in dict.fromkeys(ln for ln in lines if ln.strip()):
-                        log.info("%s: %s", what, line)
 
 
 def megatron_provenance(module: str, megatron_path: str | None) -> dict[str, Any]:

@@ -1,0 +1,90 @@
+"""Trust by ownership, as OpenSSH's StrictModes: state someone else could have written is refused.
+
+A run directory on a shared filesystem can be changed by anyone who can write it. What
+`--resume` reads back from it (the recipe, its signature, the SLURM executor's sessions and
+task tables) decides what runs, so before any of it is read every one of those paths must be
+
+- owned by the invoking user (or root), and
+- writable by no one else: neither group- nor world-writable.
+
+A path that fails is one line naming it and the reason (`SharedStateError`, exit 2). The user
+can accept the risk with `--allow-shared-writable` (the caller then skips the check and says
+so). Checked with `lstat`: a symbolic link is judged as itself (owned by whoever planted it),
+never through its target.
+
+Why the directory too, and not only the files: whoever can write a directory can replace any
+file in it by a rename, whatever that file's own mode.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from aorta.errors import AortaUsageError
+
+__all__ = ["SharedStateError", "check_owned_and_private", "refuse_shared_state"]
+
+# A SLURM run holds a handful of files per submission; more than this is not a run aorta wrote.
+_MAX_ENTRIES = 100_000
+
+ALLOW_FLAG = "--allow-shared-writable"
+
+
+class SharedStateError(AortaUsageError):
+    """State that steers execution is owned by another user or writable by others (exit 2)."""
+
+
+def _problem(info: os.stat_result, uid: int) -> str | None:
+    if info.st_uid not in (uid, 0):
+        return f"owned by uid {info.st_uid}, not by you (uid {uid}) or root"
+    # A link's own mode bits mean nothing (always 0777); who may replace it is the directory's.
+    if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "group and others" if info.st_mode & stat.S_IWOTH else "group"
+        return f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def check_owned_and_private(path: Path, *, what: str) -> None:
+    """Refuse (`SharedStateError`) `path` unless this user or root owns it and no one else can
+    write it. A missing path is fine: there is nothing in it to trust."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SharedStateError(f"{path}: cannot check {what}: {exc.strerror}") from None
+    problem = _problem(info, os.geteuid())
+    if problem is not None:
+        raise SharedStateError(
+            f"{path}: {what} is {problem}; someone else could change what it runs; "
+            f"make it yours and not writable by others (chmod go-w), or pass {ALLOW_FLAG} "
+            "to accept that risk"
+        )
+
+
+def _tree(root: Path) -> Iterator[Path]:
+    """`root` and everything below it, links not followed, at most `_MAX_ENTRIES` paths."""
+    count = 0
+    for top, dirs, files in os.walk(root, followlinks=False):
+        for name in (*dirs, *files):
+            count += 1
+            if count > _MAX_ENTRIES:
+                raise SharedStateError(f"{root}: more than {_MAX_ENTRIES} entries; not checked")
+            yield Path(top) / name
+
+
+def refuse_shared_state(run_dir: Path, files: Iterable[str], trees: Iterable[str]) -> None:
+    """`check_owned_and_private` for `run_dir`, its `files` and every path in its `trees`
+    (relative names): the state a resume of `run_dir` reads before it runs anything."""
+    check_owned_and_private(run_dir, what="the run directory")
+    for name in files:
+        check_owned_and_private(run_dir / name, what="a run file that steers execution")
+    for name in trees:
+        top = run_dir / name
+        check_owned_and_private(top, what="a run folder that steers execution")
+        if top.is_dir() and not top.is_symlink():
+            for path in _tree(top):
+                check_owned_and_private(path, what="a run file that steers execution")

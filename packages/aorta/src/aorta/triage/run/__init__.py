@@ -1,0 +1,1 @@
+"""Running a triage matrix: the run directory, its manifest, the executors, the schedule."""

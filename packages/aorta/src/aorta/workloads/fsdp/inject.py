@@ -1,0 +1,70 @@
+"""Test-only fault injection inside a module (`AORTA_FSDP_TEST_INJECT_NAN_MODULE`).
+
+The locator's tests need a NaN that starts at a known module in a known phase:
+
+- forward: the module's input is poisoned by a pre-hook, so the module's output is the first
+  non-finite module output;
+- backward: a forward hook routes the module's output through an identity whose backward
+  returns NaN, so the gradient the module computes for its input is the first non-finite
+  gradient (the gradient arriving at the module is still finite).
+
+Module hooks registered here run after PyTorch's global hooks, which is what makes the
+forward case poison the input (a global output check would run before a local output edit).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+from aorta.errors import WorkloadConfigError
+
+
+class _NanGradient(torch.autograd.Function):
+    """Identity forward; backward turns the gradient into NaN."""
+
+    @staticmethod
+    def forward(ctx: Any, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        return grad * math.nan
+
+
+def injection_target(model: nn.Module, name: str) -> nn.Module:
+    """The module `name` of `model`; `WorkloadConfigError` naming the variable if none."""
+    try:
+        return model.get_submodule(name)
+    except AttributeError:
+        raise WorkloadConfigError(
+            f"AORTA_FSDP_TEST_INJECT_NAN_MODULE={name!r}: expected a module of the model, "
+            "e.g. blocks.0.mlp_in"
+        ) from None
+
+
+def _poison_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    first, *rest = args
+    return (first * math.nan, *rest)
+
+
+def _nan_gradient(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
+    return _NanGradient.apply(output)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+
+
+@contextmanager
+def nan_in_module(module: nn.Module, phase: str) -> Iterator[None]:
+    """While the block runs, `module` turns non-finite in `phase` (forward or backward)."""
+    if phase == "forward":
+        handle = module.register_forward_pre_hook(_poison_input)
+    else:
+        handle = module.register_forward_hook(_nan_gradient)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -1,0 +1,104 @@
+"""Which session state a monitor may act on: trust by ownership, execution settings not from state.
+
+A session file decides what the monitor runs: the scripts it submits, the submit command, the
+actions of its config. In a shared output root anyone who can write `monitoring_state/` could
+plant one. So, as OpenSSH's StrictModes does for `~/.ssh`:
+
+- before a session file is read, it and its directory must be owned by the invoking user (or
+  root) and writable by no one else (`refuse_foreign_state`; `--allow-shared-writable`
+  accepts the risk);
+- the settings that say *how* to execute come from the caller's current config, never from the
+  file: with a pinned `submit_cmd` the session's recorded one is replaced (and the difference
+  logged), and with a `scripts_root` every script a job would submit must lie inside it
+  (`pin_execution`).
+
+aorta's `strict_modes` applies the same rule to its run directories (the packages do not
+import each other, see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from oellm_autoexp.errors import AutoexpUsageError
+from oellm_autoexp.persistence.session import Session
+
+__all__ = ["ALLOW_FLAG", "SessionUntrustedError", "pin_execution", "refuse_foreign_state"]
+
+log = logging.getLogger("oellm_autoexp.monitor")
+
+ALLOW_FLAG = "--allow-shared-writable"
+
+
+class SessionUntrustedError(AutoexpUsageError):
+    """A session someone else could have written, or one naming what its config does not."""
+
+
+def _problem(info: os.stat_result, uid: int) -> str | None:
+    if info.st_uid not in (uid, 0):
+        return f"owned by uid {info.st_uid}, not by you (uid {uid}) or root"
+    # A link's own mode bits mean nothing (always 0777); who may replace it is the directory's.
+    if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def refuse_foreign_state(path: Path, *, what: str) -> None:
+    """`SessionUntrustedError` unless `path` (not followed if a link) is this user's or root's
+    and writable by no one else; a missing path passes (nothing to trust)."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise SessionUntrustedError(f"{path}: cannot check {what}: {exc.strerror}") from None
+    problem = _problem(info, os.geteuid())
+    if problem is not None:
+        raise SessionUntrustedError(
+            f"{path}: {what} is {problem}; someone else could change what the monitor runs; "
+            f"make it yours and not writable by others (chmod go-w), or pass {ALLOW_FLAG}"
+        )
+
+
+def _slurm_section(session: Session) -> dict[str, object]:
+    slurm = session.config.get("slurm")
+    if not isinstance(slurm, dict):
+        slurm = {}
+        session.config["slurm"] = slurm
+    return slurm
+
+
+def pin_execution(
+    session: Session, path: Path, *, submit_cmd: str | None, scripts_root: Path | None
+) -> None:
+    """Make `session` (read from `path`) execute only what the caller's config says.
+
+    `submit_cmd`: replaces the session's `slurm.submit_cmd`. `scripts_root`: a job script
+    outside it is refused (`SessionUntrustedError`): the plan renders scripts below its root.
+    """
+    if submit_cmd is not None:
+        slurm = _slurm_section(session)
+        recorded = slurm.get("submit_cmd")
+        if recorded not in (None, submit_cmd):
+            log.warning(
+                "%s: slurm.submit_cmd %r replaced by %r from the current config "
+                "(commands never come from state)",
+                path,
+                recorded,
+                submit_cmd,
+            )
+        slurm["submit_cmd"] = submit_cmd
+    if scripts_root is not None:
+        root = os.path.realpath(scripts_root)
+        for job in session.jobs.values():
+            if not job.script:
+                continue
+            where = os.path.realpath(job.script)
+            if os.path.commonpath([root, where]) != root:
+                raise SessionUntrustedError(
+                    f"{path}: job {job.name}: script {job.script!r} lies outside {scripts_root}; "
+                    "a session only submits scripts its plan rendered there"
+                )
