@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 import signal
+import sys
 
 import pytest
 
@@ -16,6 +19,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # a normal Ctrl-C.
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # One OpenMP thread for torch, here and in every child the tests start (unless the caller
+    # chose): the suite runs on several xdist workers on a 2-core machine, where two spin-waiting
+    # OpenMP threads per process wait on each other and the neighbours' work (the real fsdp
+    # tests took 3-10x longer). The workloads' results do not depend on it (same seeds diverge,
+    # see aorta.workloads.fsdp.config). Set before any test module imports torch.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # Triton's extension is built with nanobind, which at interpreter exit prints ~100 lines
+    # ("nanobind: leaked 4 instances! ... 514 functions!") when objects of it are still
+    # referenced: Inductor keeps four `ir.attribute`s in its caches after a torch.compile test
+    # (tests/workloads/test_fsdp_compile.py). Triton does not expose nanobind's
+    # set_leak_warnings(), and the symbol is hidden. The report comes from nanobind's own
+    # teardown, after every atexit handler, so one registered here (atexit runs handlers last
+    # registered first) sends the process's stderr to /dev/null once the summary is printed
+    # and the exit status is fixed: only interpreter-teardown output is dropped, never a
+    # test's. In xdist workers as in the main process; a no-op when triton was never loaded.
+    if "triton._C.libtriton" in sys.modules:
+        atexit.register(_silence_teardown_stderr)
+
+
+def _silence_teardown_stderr() -> None:
+    sys.stderr.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
 
 
 @functools.cache
@@ -31,6 +62,12 @@ def _gpu_visible() -> tuple[bool, str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (`make test`, --dist loadgroup) the real-SLURM tests share one worker,
+    # so the session's cluster fixtures start once, as in a serial run.
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if item.get_closest_marker("slurm"):
+                item.add_marker(pytest.mark.xdist_group("slurm"))
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return

@@ -20,7 +20,6 @@ Usage: python benchmarks/triage_slurm.py [--trials 4] [--step-s 0.5] [--steps 4]
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import resource
 import subprocess
@@ -43,13 +42,9 @@ _STEP = (
 
 
 def _cluster_helper() -> ModuleType:
-    path = ROOT / "packages" / "oellm-autoexp" / "tests" / "integration" / "slurm_cluster.py"
-    spec = importlib.util.spec_from_file_location("oellm_autoexp_tests_slurm_cluster", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    from oellm_autoexp.testing import slurm_cluster
+
+    return slurm_cluster
 
 
 def _recipe(path: Path, args: argparse.Namespace) -> None:

@@ -11,13 +11,18 @@ import ast
 from pathlib import Path
 
 import aorta
+import toolkit_core
 
 SRC = Path(aorta.__file__).parent
+# The shared foundations of the three tools (packages/toolkit-core): the lowest layer, outside
+# aorta; its modules are in the graph so that an import of aorta from there is caught.
+CORE_SRC = Path(toolkit_core.__file__).parent
 
 # Lowest first; a module may import its own layer or any layer below, never one above.
 # The first prefix that matches a module decides its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("aorta.errors", "aorta.timestamps", "aorta.atomic", "aorta.strict_modes", "aorta.text_safety"),
+    ("toolkit_core",),
+    ("aorta.errors", "aorta.atomic", "aorta.strict_modes", "aorta.text_safety"),
     ("aorta.workloads.contract",),
     ("aorta.registry", "aorta.instrumentation"),
     ("aorta.workloads",),
@@ -37,10 +42,11 @@ _UNLAYERED = ("aorta", "aorta.triage")
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for path in sorted(SRC.rglob("*.py")):
-        parts = ("aorta", *path.relative_to(SRC).with_suffix("").parts)
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        found[name] = path
+    for package, src in (("aorta", SRC), ("toolkit_core", CORE_SRC)):
+        for path in sorted(src.rglob("*.py")):
+            parts = (package, *path.relative_to(src).with_suffix("").parts)
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
     return found
 
 
@@ -147,3 +153,4 @@ def test_the_checks_see_a_circle_and_an_upward_import() -> None:
     layers = [_layer(m) for m in ("aorta.runner.trials", "aorta.triage.report.output")]
     assert layers[0] is not None and layers[1] is not None and layers[0] < layers[1]
     assert _layer("aorta.triage") is None
+    assert _layer("toolkit_core.atomic") == 0 < (_layer("aorta.atomic") or 0)

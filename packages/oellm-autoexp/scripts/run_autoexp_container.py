@@ -24,8 +24,13 @@ try:
     from oellm_autoexp.container import RunnerOptions, run_workflow
     from oellm_autoexp.errors import AutoexpError
 except ImportError:
-    # Run from a checkout without installing: use the package source next to this script.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+    # Run from a checkout without installing: use the package source next to this script,
+    # and the shared foundations it imports (packages/toolkit-core).
+    _PACKAGES = Path(__file__).resolve().parents[2]
+    sys.path[:0] = [
+        str(_PACKAGES / "oellm-autoexp" / "src"),
+        str(_PACKAGES / "toolkit-core" / "src"),
+    ]
     try:
         from oellm_autoexp.container import RunnerOptions, run_workflow
         from oellm_autoexp.errors import AutoexpError

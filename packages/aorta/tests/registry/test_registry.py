@@ -175,16 +175,17 @@ def _fake_distribution(site: Path, dist: str, mitigation: str) -> None:
 def test_the_entry_point_scan_is_reused_and_sees_plugins_installed_meanwhile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from aorta.registry import loader
+    import importlib.metadata
 
     scans: list[int] = []
-    real = loader.entry_points
+    real = importlib.metadata.entry_points
 
     def counting() -> object:
         scans.append(1)
         return real()
 
-    monkeypatch.setattr(loader, "entry_points", counting)
+    # The loader imports entry_points when it scans (not at import: --help stays cheap).
+    monkeypatch.setattr(importlib.metadata, "entry_points", counting)
     monkeypatch.syspath_prepend(str(tmp_path))
     _fake_distribution(tmp_path, "fakeone", "fake_one")
     assert "fake_one" in load_mitigations()

@@ -187,7 +187,10 @@ def test_a_fsdp_matrix_on_slurm_has_the_local_structure(
     assert structure == _structure(_run_dir(tmp_path / "local"))
     assert structure["nan"]["failed"] == 4 and structure["baseline"]["failed"] == 0
     trial = json.loads((on_slurm / "cells" / "clip" / "trial_2.json").read_text())
-    assert trial["execution"] == "child_process" and trial["seed"] == 2
+    # In the task's own interpreter, as locally in the run's (one start-up per task, issue 26).
+    local_trial = _run_dir(tmp_path / "local") / "cells" / "clip" / "trial_2.json"
+    assert trial["execution"] == json.loads(local_trial.read_text())["execution"] == "in_process"
+    assert trial["seed"] == 2
     assert trial["env_applied"]["AORTA_FSDP_GRAD_CLIP"] == "1.0"
     assert set(_runs_per_trial(on_slurm).values()) == {1}
 

@@ -24,12 +24,9 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     # importlib.metadata alone costs ~0.1 s at startup, so the version is looked up on demand.
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from toolkit_core.cli import distribution_version
 
-        try:
-            return version("oellm-autoexp")
-        except PackageNotFoundError:  # a source tree that was never installed
-            return "0.0.0+unknown"
+        return distribution_version("oellm-autoexp")
     if name == "api":
         import importlib
 

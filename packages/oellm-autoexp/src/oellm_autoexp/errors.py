@@ -11,28 +11,45 @@ import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
-EXIT_OK = 0
-EXIT_RUN_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
+from toolkit_core import errors as core
+from toolkit_core.errors import ExitCode
+from toolkit_core.text import one_line, shorten
+
+# one_line and shorten are part of this module's API (imported from here across the package).
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_RUN_FAILED",
+    "EXIT_USAGE",
+    "AutoexpError",
+    "AutoexpRunError",
+    "AutoexpUsageError",
+    "ConfigError",
+    "closest",
+    "one_line",
+    "shorten",
+]
+
+# The names the commands return; the codes themselves are `toolkit_core.errors.ExitCode`.
+EXIT_OK = ExitCode.OK
+EXIT_RUN_FAILED = ExitCode.RUN_FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 
-class AutoexpError(Exception):
+class AutoexpError(core.ToolkitError):
     """Base class of every error oellm_autoexp raises on purpose."""
 
-    exit_code = EXIT_RUN_FAILED
+    # Messages quote config values and log lines: shown as one line, breaks escaped.
+    multiline = False
 
 
-class AutoexpUsageError(AutoexpError):
+class AutoexpUsageError(AutoexpError, core.UsageError):
     """A user mistake: bad input, unknown name, missing file (CLI exit code 2)."""
-
-    exit_code = EXIT_USAGE
 
 
 class AutoexpRunError(AutoexpError):
     """The requested work was attempted and failed (CLI exit code 1)."""
-
-    exit_code = EXIT_RUN_FAILED
 
 
 class OutputWriteError(AutoexpUsageError, OSError):
@@ -63,54 +80,6 @@ class ConfigError(AutoexpUsageError):
         if self.file is not None:
             return self
         return ConfigError(self.detail, key=self.key, file=file)
-
-
-class UnknownNameError(AutoexpUsageError, LookupError):
-    """A name that is not registered; lists the known names and a close match."""
-
-    def __init__(
-        self, kind: str, name: str, known: Iterable[str], *, key: str | None = None
-    ) -> None:
-        self.name = name
-        self.known = sorted(known)
-        close = difflib.get_close_matches(name, self.known, n=1)
-        self.suggestion = close[0] if close else None
-        hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""
-        listing = ", ".join(self.known) if self.known else "(none)"
-        prefix = f"{key}: " if key else ""
-        super().__init__(f"{prefix}unknown {kind} {name!r}{hint} (known: {listing})")
-
-
-# An error line quotes user values; a 300 KB name must not become a 300 KB line.
-MAX_MESSAGE_CHARS = 1000
-
-
-# Control characters (C0 but tab, DEL, C1: ESC and OSC sequences included) and the Unicode
-# bidi overrides, shown escaped: a job's log line must not drive or forge the terminal.
-_CONTROLS = [c for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)] if c != 0x09]
-_BIDI = [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]
-_PRINTABLE = str.maketrans(
-    {
-        **{c: f"\\x{c:02x}" for c in _CONTROLS},
-        **{c: f"\\u{c:04x}" for c in _BIDI},
-        0x0A: "\\n",
-        0x0D: "\\r",
-    }
-)
-
-
-def one_line(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """`text` as one terminal line: line breaks and control characters shown escaped (no
-    forged line, no escape sequence), the middle cut when too long."""
-    return shorten(text.translate(_PRINTABLE), limit)
-
-
-def shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """`text`, or its head and tail around a note of how much was cut."""
-    if len(text) <= limit:
-        return text
-    keep = limit // 2
-    return f"{text[:keep]} ...[{len(text) - 2 * keep:,} characters cut]... {text[-keep:]}"
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:

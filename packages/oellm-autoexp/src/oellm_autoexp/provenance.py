@@ -32,6 +32,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from toolkit_core.timestamps import iso_stamp, utc_now
+
 PROVENANCE_FILE = "provenance.json"
 FORMAT = 1
 MAX_DIFF_BYTES = 1_000_000
@@ -81,7 +83,7 @@ def collect_provenance(
     plan_id: str,
     submit_cmd: str = "sbatch",
     run: Runner = _run,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    now: Callable[[], datetime] = utc_now,
 ) -> dict[str, Any]:
     """The provenance record of one plan (see module docs); `run` executes git / sbatch."""
     config_path = Path(source.ref)
@@ -97,7 +99,7 @@ def collect_provenance(
     return {
         "format": FORMAT,
         "plan_id": plan_id,
-        "created": now().isoformat(timespec="seconds"),
+        "created": iso_stamp(now()),
         "host": socket.gethostname(),
         "user": _user(),
         "python": platform.python_version(),
@@ -211,7 +213,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
         try:
             created = str(json.loads(path.read_text())["created"])
         except (OSError, ValueError, KeyError, TypeError):
-            created = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+            created = iso_stamp(datetime.fromtimestamp(path.stat().st_mtime, UTC))
         stamp = "".join(c for c in created if c.isalnum())
         kept = plan_dir / f"provenance-{stamp}.json"
         number = 1
@@ -219,7 +221,7 @@ def write_provenance(plan_dir: Path, record: Mapping[str, Any]) -> Path:
             number += 1
             kept = plan_dir / f"provenance-{stamp}-{number}.json"
         path.rename(kept)
-    return write_json_atomic(path, dict(record))
+    return write_json_atomic(path, dict(record), overwrite=True, mode=0o600)
 
 
 def provenance_path(plan_dir: Path) -> Path | None:

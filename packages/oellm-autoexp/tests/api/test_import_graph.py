@@ -11,13 +11,18 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+import toolkit_core
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = "oellm_autoexp"
+# The shared foundations of the three tools: below every layer here, importing none of them.
+CORE = "toolkit_core"
+CORE_SRC = Path(toolkit_core.__file__).resolve().parents[1]
 MAX_LINES = 600
 
 # Top to bottom. The first part of a module's name after `oellm_autoexp.` picks its layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("cli",),  # entry point: argument parsing and printing
+    ("cli", "testing"),  # entry points: argument parsing and printing; the pytest plugin
     (
         "api",
         "api_plan",
@@ -33,11 +38,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 def _modules() -> dict[str, Path]:
     found = {}
-    for path in (SRC / PACKAGE).rglob("*.py"):
-        parts = list(path.relative_to(SRC).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
+    for src, package in ((SRC, PACKAGE), (CORE_SRC, CORE)):
+        for path in (src / package).rglob("*.py"):
+            parts = list(path.relative_to(src).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
     return found
 
 
@@ -74,6 +80,8 @@ def _graph() -> dict[str, set[str]]:
 
 def _layer(module: str) -> int:
     parts = module.split(".")
+    if parts[0] == CORE:
+        return len(LAYERS)  # toolkit_core: the lowest layer, outside the package
     if len(parts) == 1:
         return 0  # the package's own __init__ (lazy re-exports) sits on top
     for index, names in enumerate(LAYERS):
@@ -152,3 +160,4 @@ def test_the_checks_see_a_planted_circle_and_an_upward_import() -> None:
     graph = {"a.x.m": {"a.y.n"}, "a.y.n": {"a.x.m"}, "a.z": set()}
     assert _circles(graph) == [["a.x.m", "a.y.n"]]
     assert _layer("oellm_autoexp.errors") > _layer("oellm_autoexp.monitor.controller")
+    assert _layer("toolkit_core.atomic") > _layer("oellm_autoexp.atomic")

@@ -32,7 +32,7 @@ def quickstart_lines() -> list[str]:
 
 def test_the_readme_quickstart_runs_as_written(slurm_cluster: Any, tmp_path: Path) -> None:
     lines = quickstart_lines()
-    assert "slurm_cluster.py" in lines[0] and "SLURM_CONF" in lines[1]
+    assert "-m oellm_autoexp.testing.slurm_cluster" in lines[0] and "SLURM_CONF" in lines[1]
     assert lines[-1].startswith("kill %1")
     body = lines[2:-1]
     assert [line.split()[1] for line in body] == ["submit", "monitor", "status"]

@@ -6,12 +6,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from oellm_autoexp.testing import slurm_cluster as slurm_cluster_module
 
 pytestmark = pytest.mark.slurm
 
@@ -45,7 +46,7 @@ def test_a_batch_job_runs_on_the_local_node_and_writes_its_log(
 
 
 def test_stop_terminates_only_the_daemons_of_its_own_cluster(tmp_path_factory: Any) -> None:
-    module = sys.modules["oellm_autoexp_tests_slurm_cluster"]  # loaded by tests/conftest.py
+    module = slurm_cluster_module
     if module.missing_binaries():
         pytest.skip("SLURM is not installed")
     cluster = module.start_cluster(tmp_path_factory.mktemp("slurm-stop"))
@@ -70,7 +71,7 @@ def _listening(pids: set[int]) -> list[str]:
 
 def test_the_fixture_daemons_listen_on_loopback_only(tmp_path_factory: Any) -> None:
     # Our rule: servers listen on 127.0.0.1 only (CommunicationParameters=NoInAddrAny, DbdAddr).
-    module = sys.modules["oellm_autoexp_tests_slurm_cluster"]
+    module = slurm_cluster_module
     if module.missing_binaries(accounting=True) or shutil.which("ss") is None:
         pytest.skip("SLURM with accounting, or ss, is not installed")
     cluster = module.start_cluster(tmp_path_factory.mktemp("slurm-listen"), accounting=True)

@@ -110,7 +110,7 @@ def test_the_record_holds_config_as_given_and_resolved_and_a_backend_checkout(
         submit_cmd="definitely-not-a-command-xyz",
         now=lambda: datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
     )
-    assert record["created"] == "2026-01-02T03:04:05+00:00"
+    assert record["created"] == "2026-01-02T03:04:05Z"
     assert record["config"]["overrides"] == ["sweep.axes.lr=[0.3]"]
     assert record["config"]["cwd"] == str(Path.cwd())
     assert record["config"]["text"] == (repo / "exp.yaml").read_text()
@@ -154,13 +154,13 @@ def test_plan_writes_provenance_next_to_plan_json_and_keeps_an_earlier_one(
 
 
 def test_write_provenance_never_overwrites_within_the_same_second(tmp_path: Path) -> None:
-    record = {"created": "2026-01-02T03:04:05+00:00", "n": 1}
+    record = {"created": "2026-01-02T03:04:05Z", "n": 1}
     for n in range(3):
         write_provenance(tmp_path, {**record, "n": n})
     names = sorted(p.name for p in tmp_path.glob("provenance*.json"))
     assert names == [
-        "provenance-20260102T0304050000-2.json",
-        "provenance-20260102T0304050000.json",
+        "provenance-20260102T030405Z-2.json",
+        "provenance-20260102T030405Z.json",
         "provenance.json",
     ]
     assert json.loads((tmp_path / "provenance.json").read_text())["n"] == 2

@@ -16,10 +16,7 @@ __all__ = ["__version__"]
 
 def __getattr__(name: str) -> str:
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from toolkit_core.cli import distribution_version
 
-        try:
-            return version("triton-invariance")
-        except PackageNotFoundError:  # a source tree that was never installed
-            return "0.0.0+unknown"
+        return distribution_version("triton-invariance")
     raise AttributeError(f"module 'triton_invariance' has no attribute {name!r}")

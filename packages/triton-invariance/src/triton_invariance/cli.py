@@ -1,7 +1,8 @@
 """The `triton-invariance` command: inspect and check committed baselines.
 
-Exit codes: 0 ok, 1 a check failed (mismatch, missing baseline; `diff`: the files differ),
-2 usage error or an unusable baseline file (one line naming the file and the problem).
+Exit codes (`toolkit_core.errors.ExitCode`): 0 ok, 1 a check failed (mismatch, missing baseline;
+`diff`: the files differ), 2 usage error or an unusable baseline file (one line naming the file
+and the problem), 130 interrupted (Ctrl-C: one line, no traceback).
 None of these commands imports Triton: they read JSON.
 """
 
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import click
 
-from triton_invariance import __version__
+from toolkit_core.cli import run_cli, version_option
+from toolkit_core.errors import ExitCode
 from triton_invariance.data import InvarianceData
-from triton_invariance.errors import BaselineError, InvarianceUsageError, TritonInvarianceError
+from triton_invariance.errors import BaselineError, InvarianceUsageError
 from triton_invariance.nearest import nearest_baseline
 from triton_invariance.storage import (
     BASELINE_DIR_ENV,
@@ -30,9 +32,9 @@ from triton_invariance.storage import (
 )
 from triton_invariance.verdict import identical_code_note
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_OK = ExitCode.OK
+EXIT_FAILED = ExitCode.RUN_FAILED
+EXIT_USAGE = ExitCode.USAGE
 
 _DIR_OPTION = click.option(
     "--dir",
@@ -44,7 +46,7 @@ _DIR_OPTION = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", "-V", prog_name="triton-invariance")
+@version_option("triton-invariance", "triton-invariance")
 def cli() -> None:
     """Numerical-invariance fingerprints of compiled Triton kernels.
 
@@ -395,28 +397,8 @@ def rekey_command(current: Path, directory: Path | None, write: bool, remove_old
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI and map outcomes to exit codes (see the module docstring)."""
-    try:
-        result = cli.main(
-            args=list(argv) if argv is not None else None,
-            prog_name="triton-invariance",
-            standalone_mode=False,
-        )
-    except click.exceptions.Exit as exc:  # --help, --version
-        return exc.exit_code
-    except click.ClickException as exc:  # bad flags: click's own message
-        exc.show()
-        return EXIT_USAGE
-    except click.exceptions.Abort:
-        click.echo("triton-invariance: interrupted", err=True)
-        return 130
-    except InvarianceUsageError as exc:
-        click.echo(f"triton-invariance: error: {exc}", err=True)
-        return EXIT_USAGE
-    except TritonInvarianceError as exc:
-        click.echo(f"triton-invariance: error: {exc}", err=True)
-        return EXIT_FAILED
-    return result if isinstance(result, int) else EXIT_OK
+    """Run the CLI and map outcomes to exit codes (`toolkit_core.cli.run_cli`)."""
+    return run_cli(cli, argv, "triton-invariance")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,9 @@ class InvarianceData:
     # -- hashes ---------------------------------------------------------------------------------
     @functools.cached_property
     def _dataflow(self) -> tuple[str, list[str]]:
+        # The data-flow graph needs the MLIR parser (~10 ms to import): only when a hash is
+        # asked for, not for `triton-invariance --help` or a listing.
+
         return line_hashes(self.ops)
 
     @property

@@ -11,15 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolkit_core import errors as core
+
 if TYPE_CHECKING:
     from triton_invariance.data import InvarianceData
 
 
-class TritonInvarianceError(Exception):
+class TritonInvarianceError(core.ToolkitError):
     """Base class of every error triton_invariance raises on purpose."""
 
 
-class InvarianceUsageError(TritonInvarianceError):
+class InvarianceUsageError(TritonInvarianceError, core.UsageError):
     """A user mistake: bad configuration, missing or unreadable baseline (CLI exit code 2)."""
 
 

@@ -8,26 +8,26 @@ One file per kernel signature holds the autotuner winner's fingerprint in the sp
      "invariance": {"fingerprint": "...", "computation_dag_hash": "...", "dtype_signature": "...",
                     "layout_hash": "...", "hw_config_hash": "...", "config_hash": "...", ...}}
 
-Writes are atomic (temp file, fsync, rename) and serialised by a lock file in the directory, so
-several processes committing at once never leave a torn or interleaved file. Reads reject a
+Writes are atomic (`toolkit_core.atomic`: temp file, fsync, rename, fsync of the directory)
+and serialised by a lock file in the directory, so several processes committing at once never
+leave a torn or interleaved file. Reads reject a
 missing, corrupt or foreign-version file with an error that names the file and the key.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import secrets
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from filelock import FileLock
-
+from toolkit_core.atomic import write_text_atomic
+from toolkit_core.errors import FileTooLargeError, MissingFileError, PathError
+from toolkit_core.locks import LockBusyError, hold_lock
+from toolkit_core.paths import read_regular_bytes
 from triton_invariance.data import FORMAT_VERSION, InvalidInvarianceDataError, InvarianceData
 from triton_invariance.errors import (
     BaselineError,
@@ -188,9 +188,7 @@ def read_baseline_file(path: Path) -> Baseline:
     """Load and validate one baseline file (missing, corrupt and wrong-version are errors)."""
     try:
         text = _read_regular(path).decode("utf-8")
-    except FileNotFoundError:
-        raise BaselineNotFoundError(path, "no such baseline file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise CorruptBaselineError(path, f"cannot read: {exc}") from None
     try:
         doc = json.loads(text)
@@ -206,27 +204,17 @@ def read_baseline_file(path: Path) -> Baseline:
 
 
 def _read_regular(path: Path) -> bytes:
-    """The bytes of `path`, refusing a FIFO, a device (or a link to one) or an oversized file.
-
-    Opened non-blocking so a FIFO with no writer cannot hang the open; the type and size are
-    taken from the open descriptor, so a swap between check and read changes nothing.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    """The bytes of `path`, refusing a FIFO, a device (or a link to one) or an oversized file."""
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise CorruptBaselineError(path, "not a regular file (a FIFO, device or directory)")
-        if info.st_size > MAX_BASELINE_BYTES:
-            raise CorruptBaselineError(
-                path, f"{info.st_size} bytes, more than a baseline's {MAX_BASELINE_BYTES}"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(MAX_BASELINE_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BASELINE_BYTES:  # grew while being read
-        raise CorruptBaselineError(path, f"more than a baseline's {MAX_BASELINE_BYTES} bytes")
-    return data
+        return read_regular_bytes(path, max_bytes=MAX_BASELINE_BYTES)
+    except MissingFileError:
+        raise BaselineNotFoundError(path, "no such baseline file") from None
+    except FileTooLargeError as exc:
+        raise CorruptBaselineError(
+            path, f"{exc.size} bytes, more than a baseline's {MAX_BASELINE_BYTES}"
+        ) from None
+    except PathError as exc:
+        raise CorruptBaselineError(path, exc.problem) from None
 
 
 def load_baseline(
@@ -298,17 +286,21 @@ def commit_invariance(
     text = _text(new)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
             outcome: CommitOutcome = "created"
             if path.exists():
                 try:  # never blocks on a FIFO planted under the baseline's name
                     old_text: str | None = _read_regular(path).decode("utf-8")
-                except (OSError, UnicodeDecodeError, CorruptBaselineError):
+                except (OSError, UnicodeDecodeError, BaselineError):
                     old_text = None
                 if old_text == text:
                     return "unchanged"
                 outcome = "updated"
-            _write_atomic(path, text)
+            write_text_atomic(path, text, overwrite=True)
+    except LockBusyError:
+        raise BaselineError(
+            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
+        ) from None
     except OSError as exc:
         # A read-only or foreign baselines directory is a setup problem, not a crash.
         raise BaselineError(
@@ -327,37 +319,19 @@ def write_new_baseline(baseline: Baseline, base: str | os.PathLike[str] | None =
     old baseline)."""
     path = baseline_path(baseline.kernel_name, baseline.signature_hash, base)
     try:
-        with FileLock(str(path.parent / LOCK_NAME), timeout=_LOCK_TIMEOUT_S):
+        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
             if path.exists() or path.is_symlink():
                 return False
-            _write_atomic(path, _text(baseline))
+            write_text_atomic(path, _text(baseline), overwrite=True)
+    except LockBusyError:
+        raise BaselineError(
+            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
+        ) from None
     except OSError as exc:
         raise BaselineError(
             path.parent, f"cannot write baselines here ({exc.strerror or exc})"
         ) from None
     return True
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    # os.open applies the umask to 0o666 the way an ordinary open() does (mkstemp would give
-    # 0600, and colleagues reading a shared baselines directory could not read the file).
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        tmp.replace(path)
-        # Persist the rename itself, so a crash right after a commit cannot lose it.
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
 
 
 def compare_and_report(

@@ -161,7 +161,7 @@ def run_command(
     from aorta.registry.loader import get_workload
     from aorta.runner import RunRequest, run_trials
     from aorta.runner.trials import distributed_rank
-    from aorta.timestamps import dir_stamp
+    from toolkit_core.timestamps import dir_stamp
 
     spec = _command_spec(workload, command_mapping(command, **command_flags))
     if spec is not None:
@@ -192,8 +192,11 @@ def run_command(
     try:
         results = run_trials(request, reporter)
     except KeyboardInterrupt:
+        # Counted on disk: a trial's file can be in place (linked, its directory being
+        # fsynced) when Ctrl-C lands, before the reporter heard that the trial finished.
+        kept = len(list(run_dir.glob("trial_*.json")))
         click.echo(
-            f"aorta run: interrupted after {len(reporter.finished)} of {trials} trial(s); "
+            f"aorta run: interrupted after {kept} of {trials} trial(s); "
             f"their files are kept in {run_dir}",
             err=True,
         )

@@ -273,7 +273,8 @@ def run_command(
 
         # What the real run would refuse before its first trial, the dry run refuses too.
         check_workload_parameters(recipe, os.environ)
-    from aorta.triage.report.output import runs_parent
+    # From the leaf `names`, not `output`: a dry run must not import the matrix and plot code.
+    from aorta.triage.names import runs_parent
 
     # The run directory's own name is its start time, fixed only when it starts.
     _describe(recipe, runs_parent(output_dir, recipe) / "<timestamp>")

@@ -16,9 +16,8 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from aorta.errors import (
     UnknownEnvironmentError,
@@ -28,6 +27,9 @@ from aorta.errors import (
 )
 from aorta.registry.builtins import BUILTIN_ENVIRONMENTS, BUILTIN_MITIGATIONS
 from aorta.registry.models import Environment, Mitigation, Workload
+
+if TYPE_CHECKING:  # importlib.metadata costs ~15 ms: imported when the entry points are read
+    from importlib.metadata import EntryPoint
 
 MITIGATIONS_GROUP = "aorta.mitigations"
 ENVIRONMENTS_GROUP = "aorta.environments"
@@ -109,6 +111,8 @@ def _aorta_entry_points(group: str) -> tuple[EntryPoint, ...]:
     sys.path or one of its folders changes (a plugin installed or removed meanwhile)."""
     state = _path_state()
     if not _scanned or _scanned[0][0] != state:
+        from importlib.metadata import entry_points
+
         found = entry_points()
         _scanned[:] = [(state, {name: tuple(found.select(group=name)) for name in _GROUPS})]
     return _scanned[0][1][group]

@@ -1,12 +1,18 @@
-"""B1: run a workload's trials under mitigations in an environment (`run_trials`)."""
+"""B1: run a workload's trials under mitigations in an environment (`run_trials`).
 
-from typing import TYPE_CHECKING, Any
+The names below are imported on first use (`toolkit_core.cli.lazy_exports`): every import of a
+submodule (`aorta.runner.command.spec` for the CLI's option lists) imports this package first,
+and `aorta --help` must not pay for the environment, result models and the trial machinery.
+"""
 
-from aorta.runner.environ import MitigationConflictError, applied_environ, merge_env
-from aorta.runner.models import RunRequest, TrialResult
-from aorta.runner.reporting import NullReporter, TrialReporter
+from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # type checkers see the real function; at run time __getattr__ loads it
+from toolkit_core.cli import lazy_exports
+
+if TYPE_CHECKING:  # type checkers see the real names; at run time __getattr__ loads them
+    from aorta.runner.environ import MitigationConflictError, applied_environ, merge_env
+    from aorta.runner.models import RunRequest, TrialResult
+    from aorta.runner.reporting import NullReporter, TrialReporter
     from aorta.runner.trials import run_trials
 
 __all__ = [
@@ -20,13 +26,16 @@ __all__ = [
     "run_trials",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    # `run_trials` pulls in the child-process, launcher and probe machinery (~50 ms): only on
-    # first use, so that commands that merely validate (a recipe --dry-run importing
-    # `aorta.runner.environ`) stay within their start-up budget.
-    if name == "run_trials":
-        from aorta.runner.trials import run_trials
-
-        return run_trials
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "MitigationConflictError": "aorta.runner.environ",
+        "applied_environ": "aorta.runner.environ",
+        "merge_env": "aorta.runner.environ",
+        "RunRequest": "aorta.runner.models",
+        "TrialResult": "aorta.runner.models",
+        "NullReporter": "aorta.runner.reporting",
+        "TrialReporter": "aorta.runner.reporting",
+        "run_trials": "aorta.runner.trials",
+    },
+)

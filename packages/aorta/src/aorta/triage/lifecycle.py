@@ -27,7 +27,6 @@ from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
 from aorta.instrumentation.environment import collect_env
 from aorta.runner.trials import distributed_rank
-from aorta.timestamps import iso_stamp
 from aorta.triage.analysis.cells import CellStats, error_cell
 from aorta.triage.analysis.confound import alpha_problem, threshold_problem
 from aorta.triage.layout import RunDir
@@ -50,6 +49,7 @@ from aorta.triage.run.rundir import (
     trials_on_disk,
     write_run_recipe,
 )
+from toolkit_core.timestamps import iso_stamp
 
 if TYPE_CHECKING:
     from aorta.triage.slurm.executor import SlurmProgress

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from pathlib import Path
+from typing import Protocol
 
 MAX_NAME_LENGTH = 100
 INLINE_PREFIX = "_inline_"
@@ -70,3 +72,23 @@ def inline_environment_name(image_ref: str) -> str:
 
 # The output folder of runs without a ticket; no real ticket may take this name.
 NO_TICKET = "_no_ticket_"
+
+
+class _RunOwner(Protocol):
+    # What `runs_parent` reads of a recipe; a protocol so this leaf never imports the recipe
+    # package (which imports it).
+    @property
+    def ticket(self) -> str | None: ...
+
+    @property
+    def workload(self) -> str: ...
+
+
+def runs_parent(output_root: Path, recipe: _RunOwner) -> Path:
+    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
+    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
+    for what, name in (("ticket", ticket), ("workload", recipe.workload)):
+        problem = safe_name_problem(name)
+        if problem:
+            raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
+    return Path(output_root) / ticket / recipe.workload

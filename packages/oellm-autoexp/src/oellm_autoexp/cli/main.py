@@ -16,7 +16,8 @@ import click
 
 from oellm_autoexp.cli.migrate import register_migrate
 from oellm_autoexp.cli.monitor import register_commands
-from oellm_autoexp.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, AutoexpError, one_line
+from oellm_autoexp.errors import EXIT_OK
+from toolkit_core.cli import run_cli, version_option
 
 if TYPE_CHECKING:
     from oellm_autoexp.plan import Plan
@@ -43,9 +44,7 @@ _test_only_option = click.option(
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(
-    None, "--version", "-V", package_name="oellm-autoexp", prog_name="oellm-autoexp"
-)
+@version_option("oellm-autoexp", "oellm-autoexp")
 @click.option(
     "-v",
     "--verbose",
@@ -336,26 +335,5 @@ register_migrate(cli)  # migrate (oellm_autoexp.cli.migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI and map outcomes to exit codes (see module docstring)."""
-    try:
-        result = cli.main(
-            args=list(argv) if argv is not None else None,
-            prog_name="oellm-autoexp",
-            standalone_mode=False,
-        )
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        click.echo("oellm-autoexp: interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except click.exceptions.Exit as exc:  # --help, --version
-        return exc.exit_code
-    except click.UsageError as exc:  # a bad flag or value: one line, not click's usage block
-        hint = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
-        click.echo(f"oellm-autoexp: error: {one_line(exc.format_message())}{hint}", err=True)
-        return EXIT_USAGE
-    except click.ClickException as exc:
-        click.echo(f"oellm-autoexp: error: {one_line(exc.format_message())}", err=True)
-        return EXIT_USAGE
-    except AutoexpError as exc:
-        click.echo(f"oellm-autoexp: error: {one_line(str(exc))}", err=True)
-        return exc.exit_code
-    return result if isinstance(result, int) else EXIT_OK
+    """Run the CLI and map outcomes to exit codes (`toolkit_core.cli.run_cli`)."""
+    return run_cli(cli, argv, "oellm-autoexp")

@@ -19,6 +19,7 @@ import yaml
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.limits import limit, limit_hint
 from oellm_autoexp.safe_paths import read_regular_text
+from toolkit_core.yaml_safe import ExpansionLimitError, check_expanded_size
 
 # YAML 1.1 int/float without the base-60 alternatives (everything else as in PyYAML).
 _INT = re.compile(
@@ -138,54 +139,20 @@ def _short(text: str, keep: int = 40) -> str:
 
 
 def _check_expanded_size(root: yaml.Node) -> None:
-    """Count nodes and nesting as if every alias were copied out (memoised: linear in the file).
-
-    Aliases can nest a node inside itself many times over (``b: [*a]``, ``c: [*b]``, ...), so
-    the document's own nesting is not what OmegaConf will recurse through: this is.
-    """
-    budget, deepest = limit("MAX_YAML_NODES"), limit("MAX_YAML_DEPTH")
-    known: dict[int, tuple[int, int]] = {}  # id -> (expanded size, expanded height)
-    in_progress: set[int] = set()
-
-    def refuse(problem: str, node: yaml.Node) -> YamlLimitError:
-        return YamlLimitError(None, None, problem, node.start_mark)
-
-    def walk(node: yaml.Node, level: int) -> tuple[int, int]:
-        key = id(node)
-        if key in in_progress:
-            raise refuse("recursive alias", node)
-        size, height = known.get(key) or _measure(node, level)
-        if level + height > deepest:
-            raise refuse(
-                f"nested too deeply once aliases are expanded ({limit_hint('MAX_YAML_DEPTH')})",
-                node,
-            )
-        return size, height
-
-    def _measure(node: yaml.Node, level: int) -> tuple[int, int]:
-        key = id(node)
-        in_progress.add(key)
-        children: list[yaml.Node] = []
-        if isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        elif isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        size, height = 1, 0
-        for child in children:
-            child_size, child_height = walk(child, level + 1)
-            size += child_size
-            height = max(height, child_height + 1)
-            if size > budget:
-                raise refuse(
-                    "more YAML nodes once aliases are expanded than the "
-                    + limit_hint("MAX_YAML_NODES"),
-                    node,
-                )
-        in_progress.discard(key)
-        known[key] = (size, height)
-        return size, height
-
-    walk(root, 1)
+    """`toolkit_core.yaml_safe.check_expanded_size` with this package's limits and wording."""
+    try:
+        check_expanded_size(
+            root, max_nodes=limit("MAX_YAML_NODES"), max_depth=limit("MAX_YAML_DEPTH")
+        )
+    except ExpansionLimitError as exc:
+        problem = {
+            "recursive": "recursive alias",
+            "depth": "nested too deeply once aliases are expanded "
+            f"({limit_hint('MAX_YAML_DEPTH')})",
+            "nodes": "more YAML nodes once aliases are expanded than the "
+            + limit_hint("MAX_YAML_NODES"),
+        }[exc.what]
+        raise YamlLimitError(None, None, problem, exc.node.start_mark) from None
 
 
 NoBase60Loader.yaml_implicit_resolvers = {

@@ -21,12 +21,11 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from filelock import FileLock
-
 from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError
 from oellm_autoexp.persistence.session import JobRecord
 from oellm_autoexp.persistence.states import MonitorState
+from toolkit_core.locks import hold_lock
 
 EXCLUSIONS_FILE = "excluded_nodes.json"
 _FORMAT = "oellm-autoexp/excluded-nodes/1"
@@ -67,12 +66,14 @@ def add_project_exclusions(state_dir: Path, nodes: Iterable[str]) -> list[str]:
     """Add `nodes` to the project's list (locked, atomic); return the whole list after it."""
     path = exclusions_path(state_dir)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    with FileLock(str(path.with_suffix(".lock")), timeout=LOCK_TIMEOUT_S):
+    with hold_lock(path.with_suffix(".lock"), timeout_s=LOCK_TIMEOUT_S):
         current = load_project_exclusions(state_dir)
         merged = current + [n for n in dict.fromkeys(nodes) if n not in current]
         if merged != current:
             document = {"format": _FORMAT, "nodes": merged}
-            write_text_atomic(path, json.dumps(document, indent=2) + "\n")
+            write_text_atomic(
+                path, json.dumps(document, indent=2) + "\n", overwrite=True, mode=0o600
+            )
     return merged
 
 

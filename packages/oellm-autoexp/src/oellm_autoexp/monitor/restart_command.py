@@ -82,7 +82,7 @@ class RestartScripts:
         launch = backend.build_launch(changed)
         text = self._render(root, job, planned, changed, launch.argv, launch.env)
         path = self._new_path(job)
-        write_text_atomic(path, text)
+        write_text_atomic(path, text, overwrite=True, mode=0o600)
         return RestartScript(path, overrides)
 
     def _config(self) -> RootConfig:

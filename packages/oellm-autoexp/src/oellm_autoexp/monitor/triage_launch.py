@@ -178,13 +178,17 @@ def launch_triage(request: TriageRequest) -> TriageEvent:
         log=str(log_path),
     )
     recipe = triage_recipe(template, request.command)
-    write_text_atomic(recipe_path, yaml.safe_dump(recipe, sort_keys=False))
+    write_text_atomic(
+        recipe_path, yaml.safe_dump(recipe, sort_keys=False), overwrite=True, mode=0o600
+    )
     argv = [aorta, "triage", "run", "--recipe", str(recipe_path)]
     argv += ["--output-dir", str(output_dir), "--progress", "plain"]
     # The job's environment is the trial's base (the cells' mitigations go on top of it);
     # owner-only, as the session file: it may hold the job's secrets.
     launch = {"argv": argv, "env": dict(request.command.env), "cwd": str(Path.cwd())}
-    write_text_atomic(directory / LAUNCH_NAME, json.dumps(launch, indent=1) + "\n", mode=0o600)
+    write_text_atomic(
+        directory / LAUNCH_NAME, json.dumps(launch, indent=1) + "\n", mode=0o600, overwrite=True
+    )
     try:
         with log_path.open("ab") as log:
             process = subprocess.Popen(  # argv, never a shell

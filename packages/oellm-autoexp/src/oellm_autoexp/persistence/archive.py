@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import tarfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from toolkit_core.timestamps import dir_stamp, utc_now
 
 
 def archive_logs(base: Path, session_id: str, logs: Sequence[Path]) -> Path:
@@ -16,7 +17,7 @@ def archive_logs(base: Path, session_id: str, logs: Sequence[Path]) -> Path:
     """
     folder = base / "archive"
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp = dir_stamp(utc_now())
     target = folder / f"{session_id}-{stamp}.tar.gz"
     suffix = 0
     while target.exists():

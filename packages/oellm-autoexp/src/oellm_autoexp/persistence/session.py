@@ -9,7 +9,6 @@ SLURM (by job comment) whether that sbatch went through.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -19,6 +18,7 @@ from typing import Any
 from oellm_autoexp.persistence.intents import Intent, intents_from_list
 from oellm_autoexp.persistence.states import MonitorState
 from oellm_autoexp.plan import Plan
+from toolkit_core.timestamps import iso_stamp, utc_now
 
 SESSION_FORMAT = "oellm-autoexp-session"
 SESSION_VERSION = 1
@@ -33,7 +33,7 @@ def new_session_id() -> str:
 
 def utc_now_iso() -> str:
     """The current time as an ISO-8601 UTC string (session timestamps)."""
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    return iso_stamp(utc_now())
 
 
 @dataclass

@@ -13,10 +13,8 @@ import os
 import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-
-from filelock import FileLock, Timeout
 
 from oellm_autoexp.atomic import write_text_atomic
 from oellm_autoexp.errors import AutoexpUsageError, ConfigError
@@ -27,6 +25,7 @@ from oellm_autoexp.persistence.trust import (
     refuse_foreign_state,
 )
 from oellm_autoexp.safe_paths import make_dirs_inside, read_regular_text
+from toolkit_core.locks import LockBusyError, hold_lock
 
 STATE_DIR_NAME = "monitoring_state"
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -104,7 +103,7 @@ class SessionStore:
         body = ",\n".join(json.dumps(job, allow_nan=False, separators=(",", ":")) for job in jobs)
         text = head[:-2] + ',\n "jobs": [\n' + body + "\n]\n}\n"
         self._ensure_dir()
-        return write_text_atomic(self.path(session.session_id), text)
+        return write_text_atomic(self.path(session.session_id), text, overwrite=True, mode=0o600)
 
     def create(self, session: Session) -> Path:
         """Write a new session; an existing file of that id is never replaced."""
@@ -165,24 +164,27 @@ class SessionStore:
         lock_path = self.path(session_id).with_suffix(".lock")
         self._ensure_dir()
         owner_path = lock_path.with_suffix(".owner")
-        lock = FileLock(str(lock_path), timeout=0)
+        held = ExitStack()
         try:
-            lock.acquire()
-        except Timeout:
+            held.enter_context(hold_lock(lock_path))
+        except LockBusyError:
             raise SessionLockedError(
                 f"session {session_id} is being monitored by another process "
                 f"({_owner(owner_path)}; lock {lock_path}); stop that monitor first"
             ) from None
-        try:
-            # The lock file itself is truncated by every attempt to take it, so the holder's
-            # PID lives in a sibling file that only the holder writes.
+        with held:
+            # The holder's PID lives in a sibling file that only the holder writes (readable
+            # while the lock is held, and written atomically).
             write_text_atomic(
-                owner_path, json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n"
+                owner_path,
+                json.dumps({"pid": os.getpid(), "host": socket.gethostname()}) + "\n",
+                overwrite=True,
+                mode=0o600,
             )
-            yield
-        finally:
-            owner_path.unlink(missing_ok=True)
-            lock.release()
+            try:
+                yield
+            finally:
+                owner_path.unlink(missing_ok=True)
 
     def load_readable(
         self, ids: Sequence[str], on_corrupt: Callable[[SessionCorruptError], None]

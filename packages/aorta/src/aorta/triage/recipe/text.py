@@ -8,8 +8,6 @@ read through here (a run directory received from someone else is as untrusted as
 from __future__ import annotations
 
 import json
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,9 @@ import yaml
 
 from aorta.triage.errors import RecipeSchemaError
 from aorta.triage.recipe.limits import MAX_EXPANDED_NODES, MAX_NESTING, MAX_RECIPE_BYTES
+from toolkit_core.errors import FileTooLargeError, PathError
+from toolkit_core.paths import read_regular_bytes
+from toolkit_core.yaml_safe import ExpansionLimitError, check_expanded_size
 
 __all__ = ["parse_recipe_text", "read_regular_file"]
 
@@ -32,36 +33,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _check_expanded_size(root: yaml.Node | None) -> None:
-    # Aliases share nodes, so the document is a DAG; its size with every alias expanded is
-    # what later code (validation, repr) walks. Counted bottom-up with memoisation: linear in
-    # the number of distinct nodes however large the expansion.
-    sizes: dict[int, int] = {}
-
-    def size(node: yaml.Node, depth: int) -> int:
-        if depth > MAX_NESTING:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"nested deeper than {MAX_NESTING} levels", node.start_mark
-            )
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 1
-        if isinstance(node, yaml.SequenceNode):
-            total += sum(size(child, depth + 1) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
-        if total > MAX_EXPANDED_NODES:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"more than {MAX_EXPANDED_NODES} values once aliases are expanded",
-                node.start_mark,
-            )
-        sizes[id(node)] = total
-        return total
-
-    if root is not None:
-        size(root, 0)
+    # `toolkit_core.yaml_safe`: the size and nesting with every alias expanded, linear in the
+    # file. The root is level 1 there and depth 0 here, hence MAX_NESTING + 1 levels.
+    if root is None:
+        return
+    try:
+        check_expanded_size(root, max_nodes=MAX_EXPANDED_NODES, max_depth=MAX_NESTING + 1)
+    except ExpansionLimitError as exc:
+        problem = {
+            "recursive": "an alias that contains itself",
+            "depth": f"nested deeper than {MAX_NESTING} levels",
+            "nodes": f"more than {MAX_EXPANDED_NODES} values once aliases are expanded",
+        }[exc.what]
+        raise yaml.constructor.ConstructorError(None, None, problem, exc.node.start_mark) from None
 
 
 def _construct_unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
@@ -197,19 +181,13 @@ def read_regular_file(
 ) -> bytes:
     """The bytes of `path` if it is a regular file of at most `limit` bytes, else one-line error.
 
-    Opened non-blocking and checked on the open descriptor (no race with a swapped path):
-    a FIFO or a device (`/dev/zero` behind a symlink) is refused instead of read.
+    The checks are `toolkit_core.paths.read_regular_bytes` (a FIFO or a device is refused
+    instead of read); here they become a `RecipeSchemaError` labelled with the file.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise RecipeSchemaError(f"{label}: cannot read {what}: {exc.strerror or exc}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):  # checked before fdopen, which refuses a directory
-        os.close(fd)
-        raise RecipeSchemaError(f"{label}: not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise RecipeSchemaError(f"{label}: larger than {limit} bytes")
-    return data
+        return read_regular_bytes(path, max_bytes=limit)
+    except FileTooLargeError:
+        raise RecipeSchemaError(f"{label}: larger than {limit} bytes") from None
+    except PathError as exc:
+        problem = exc.problem.replace("cannot read:", f"cannot read {what}:")
+        raise RecipeSchemaError(f"{label}: {problem}") from None

@@ -241,8 +241,9 @@ def _plot_line(plot: PlotOutcome | None) -> list[str]:
             f"**Plot**: [{PLOT_NAME}]({PLOT_NAME}) (step time per cell with the baseline and "
             "the confound threshold marked; failure rate per cell with its Wilson interval)"
         ]
+    hint = f"; `{plot.hint}` to get it" if plot.hint else ""
     return [
-        f"**Plot**: not drawn: {_one_line(plot.reason or 'unknown reason')}; then "
+        f"**Plot**: not drawn: {_one_line(plot.reason or 'unknown reason')}{hint}; then "
         "`aorta triage matrix <this run dir>` draws it"
     ]
 

@@ -39,14 +39,14 @@ from typing import Any
 
 from aorta.atomic import create_run_dir
 from aorta.instrumentation.redaction import redact_environ
-from aorta.timestamps import dir_stamp, iso_stamp
 from aorta.triage.analysis.matrix import Matrix, MatrixRow, executions
 from aorta.triage.analysis.step_sources import load_range
 from aorta.triage.layout import relative_trial_path
-from aorta.triage.names import NO_TICKET, safe_name_problem
+from aorta.triage.names import NO_TICKET, runs_parent
 from aorta.triage.recipe import Cell, Recipe
 from aorta.triage.report.adaptive_report import adaptive_json
 from aorta.triage.report.onset_report import onset_json
+from toolkit_core.timestamps import dir_stamp, iso_stamp
 
 __all__ = [
     "NO_TICKET",
@@ -107,16 +107,6 @@ def new_run_dir(output_root: Path, recipe: Recipe, now: datetime) -> tuple[Path,
         runs_parent(output_root, recipe), dir_stamp(now), root=Path(output_root)
     )
     return run_dir, iso_stamp(now)
-
-
-def runs_parent(output_root: Path, recipe: Recipe) -> Path:
-    """`<output_root>/<ticket or _no_ticket_>/<workload>`: where `recipe`'s run dirs go."""
-    ticket = recipe.ticket if recipe.ticket is not None else NO_TICKET
-    for what, name in (("ticket", ticket), ("workload", recipe.workload)):
-        problem = safe_name_problem(name)
-        if problem:
-            raise ValueError(f"{what} {name!r} cannot be a directory name: {problem}")
-    return Path(output_root) / ticket / recipe.workload
 
 
 # --------------------------------------------------------------------------- matrix.json

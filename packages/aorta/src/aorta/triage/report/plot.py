@@ -51,6 +51,9 @@ class PlotOutcome:
     path: Path | None
     reason: str | None = None
     pending: bool = False  # not drawn yet: the table is written before the picture
+    # A command that gets the plot (aorta's own text, shown verbatim: the reason is escaped
+    # for Markdown, which would garble a code span such as `pip install 'aorta[plot]'`).
+    hint: str | None = None
 
 
 def _import_matplotlib() -> Any:
@@ -232,7 +235,7 @@ def write_plot(matrix: Matrix, run_dir: Path, *, title: str) -> PlotOutcome:
     try:
         png = render_png(matrix, title=title)
     except ImportError:
-        return PlotOutcome(None, f"matplotlib is not installed; `{INSTALL_HINT}` to get it")
+        return PlotOutcome(None, "matplotlib is not installed", hint=INSTALL_HINT)
     except Exception as exc:  # a plotting bug must never cost the matrix
         return PlotOutcome(None, f"drawing failed: {type(exc).__name__}: {exc}")
     return PlotOutcome(

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aorta.atomic import write_json_atomic, write_text_atomic
-from aorta.errors import AortaError
 from aorta.runner.launchers import image_digest
 from aorta.runner.models import RunRequest, TrialResult
 from aorta.runner.trials import TrialSessionLike, open_trials, run_trials
@@ -31,6 +30,7 @@ from aorta.triage.run.inflight import settle_trials_in_flight
 from aorta.triage.run.manifest import ExecutorName
 from aorta.triage.run.rundir import trials_on_disk
 from aorta.triage.run.schedule import round_order
+from toolkit_core.errors import ToolkitError
 
 
 def cell_request(
@@ -161,7 +161,7 @@ class _Scheduler:
         request = _request(context, cell, run.pending, fresh_process=self.fresh_process)
         try:
             run.trials = open_trials(request, context.reporter)
-        except AortaError as exc:  # environment unavailable, bad workload parameter, ...
+        except ToolkitError as exc:  # environment unavailable, bad workload parameter, a write
             run.error = str(exc)
 
     def _finish(self, run: _CellRun) -> None:
@@ -195,7 +195,7 @@ class _Scheduler:
                 )
                 try:
                     run.results.extend(run_trials(request, self.context.reporter))
-                except AortaError as exc:
+                except ToolkitError as exc:
                     run.error = str(exc)
                 run.pending.clear()
             while run.error is None and run.pending:

@@ -9,7 +9,6 @@ and the archive that keeps a replaced matrix under `previous/<timestamp>/`.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import shlex
 from collections.abc import Iterator
@@ -20,12 +19,13 @@ from typing import Any
 from aorta.atomic import create_run_dir, write_text_atomic
 from aorta.errors import AortaUsageError, OutputWriteError
 from aorta.runner.models import TrialResult
-from aorta.timestamps import dir_stamp
 from aorta.triage.layout import MATRIX_NAMES, RESOLVED_NAME, RunDir
 from aorta.triage.recipe import Cell, Recipe, dump_resolved_yaml, recipe_from_resolved
 from aorta.triage.recipe.signature import recipe_digest, sign_run_recipe
 from aorta.triage.recipe.text import parse_recipe_text, read_regular_file
 from aorta.triage.run.inflight import busy_message
+from toolkit_core.locks import LockBusyError, hold_lock
+from toolkit_core.timestamps import dir_stamp
 
 
 def load_file(path: Path) -> Any:
@@ -209,33 +209,15 @@ def run_dir_lock(run_dir: Path) -> Iterator[None]:
     is removed when the holder is done, so a finished run directory holds results only.
     """
     path = RunDir(run_dir).lock
+    held = contextlib.ExitStack()
     try:
-        # O_NOFOLLOW: a link planted at .triage.lock must not make us create or append to
-        # the file it points to.
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        # Refuses a link planted at .triage.lock; removed while still held when we are done.
+        fd = held.enter_context(hold_lock(path, remove=True))
+    except LockBusyError:
+        raise AortaUsageError(busy_message(run_dir, path)) from None
     except OSError as exc:
         raise AortaUsageError(f"{path}: cannot create the run lock: {exc.strerror}") from None
-    with os.fdopen(fd, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise AortaUsageError(busy_message(run_dir, path)) from None
-        # The file may have been removed (and re-created) by a holder that finished between our
-        # open and our flock: then our lock guards nothing, and someone else may hold the new
-        # file. Refuse rather than work without the lock.
-        try:
-            same = os.fstat(handle.fileno()).st_ino == path.stat().st_ino
-        except FileNotFoundError:
-            same = False
-        if not same:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-            raise AortaUsageError(busy_message(run_dir, path))
-        try:
-            _write_holder(handle.fileno(), path)
-            refuse_planted_symlinks(run_dir)
-            yield
-        finally:
-            # Unlink while still holding the lock: nobody can acquire this inode meanwhile.
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with held:
+        _write_holder(fd, path)
+        refuse_planted_symlinks(run_dir)
+        yield

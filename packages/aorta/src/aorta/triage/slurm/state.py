@@ -24,8 +24,8 @@ from typing import Any
 
 from aorta.atomic import write_json_atomic
 from aorta.errors import AortaUsageError
-from aorta.timestamps import iso_stamp
 from aorta.triage.layout import RunDir
+from toolkit_core.timestamps import iso_stamp
 
 STATE_NAME = "state.json"
 ATTEMPTS_NAME = "attempts.jsonl"

@@ -1,8 +1,9 @@
 """One SLURM array task: `python -m aorta.triage.slurm.task RUN_DIR SUBMISSION TASK`.
 
 The task looks up its (cell, trial) in the submission's task table and runs that trial as a
-local run would: the request comes from `aorta.triage.run.local.cell_request` (same ids, seeds,
-variables), and `open_trials(...).run(trial)` starts `python -m aorta.runner.child` (or the
+local run would: the request comes from `aorta.triage.run.local.cell_request` (same ids,
+seeds, variables), and `open_trials(...).run(trial)` runs it in this process (a child only
+where a local run would start one: process-scoped mitigations, non-local environments; the
 command of a command workload) and writes `cells/<cell>/trial_<id>.json`.
 
 Exit 0 with the `RECORDED` line means the trial is final: its JSON is on disk (or the cell's
@@ -17,8 +18,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from aorta.errors import AortaError
 from aorta.triage.slurm.state import record_attempt
+from toolkit_core.errors import ToolkitError
 
 # The completion marker (oellm-autoexp `monitoring.termination_str`).
 RECORDED = "aorta-triage: trial recorded"
@@ -38,7 +39,11 @@ def _run(run_dir: Path, number: int, index: int) -> str:
     submission = next(s for s in state.submissions if s.number == number)
     cell_name, trial_id = submission.tasks[index]
     cell = recipe.cell(cell_name)
-    request = cell_request(recipe, run_dir, cell, [trial_id], fresh_process=True)
+    # The task is itself a fresh interpreter that has imported no GPU runtime yet: the trial
+    # runs in it, as a local run's would in its own process (issue 26: one interpreter start-up
+    # per task, not the task's plus a child's). Trials whose mitigations need a process of
+    # their own, and other environments, still get one (`open_trials` decides, as locally).
+    request = cell_request(recipe, run_dir, cell, [trial_id], fresh_process=False)
     if request.trial_path(trial_id).exists():
         record_attempt(run_dir, cell_name, trial_id, ran=False, note="already recorded")
         return "already recorded"
@@ -48,7 +53,7 @@ def _run(run_dir: Path, number: int, index: int) -> str:
     record_attempt(run_dir, cell_name, trial_id, ran=True, note="running")
     try:
         session = open_trials(request)
-    except AortaError as exc:  # the environment cannot run here: an error trial, final
+    except ToolkitError as exc:  # the environment cannot run here: an error trial, final
         write_lost_trial(recipe, run_dir, cell, trial_id, f"could not start: {exc}")
         return "error: could not start"
     result = session.run(trial_id)

@@ -15,8 +15,8 @@ from pathlib import Path
 from aorta.atomic import write_json_atomic
 from aorta.instrumentation.redaction import redact_environ
 from aorta.runner.models import TrialResult
-from aorta.timestamps import iso_stamp
 from aorta.triage.recipe import Cell, Recipe
+from toolkit_core.timestamps import iso_stamp
 
 
 class Standing(StrEnum):

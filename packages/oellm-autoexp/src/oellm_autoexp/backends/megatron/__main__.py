@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         schema = replace(schema, provenance=megatron_provenance(ns.module, ns.megatron_path))
         if ns.out.exists() and not ns.force:
             raise AutoexpUsageError(f"{ns.out} already exists; pass --force to replace it")
-        write_text_atomic(ns.out, schema.to_json())
+        write_text_atomic(ns.out, schema.to_json(), overwrite=True, mode=0o600)
     except (MegatronUnavailableError, MegatronBrokenError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

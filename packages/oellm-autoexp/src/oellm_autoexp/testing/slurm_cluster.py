@@ -1,7 +1,8 @@
 """A real single-node SLURM (munge + slurmctld + slurmd) started in a temporary directory.
 
-Used by the `slurm_cluster` and `slurm_accounting_cluster` pytest fixtures (see
-``tests/conftest.py``) and runnable by hand: ``python slurm_cluster.py [--accounting] DIR`` starts a
+Used by the `slurm_cluster` and `slurm_accounting_cluster` pytest fixtures (the `pytest11` plugin
+`oellm_autoexp.testing.pytest_plugin`) and runnable by hand:
+``python -m oellm_autoexp.testing.slurm_cluster [--accounting] DIR`` starts a
 cluster under DIR and prints the ``SLURM_CONF`` to export (Ctrl-C stops it). Everything lives under
 the given directory: munge key and socket, slurm.conf, state, spool and logs. The daemons run in
 the foreground as children of this process; `stop()` terminates exactly those PIDs and nothing
@@ -426,7 +427,10 @@ def main(argv: list[str]) -> int:
     accounting = "--accounting" in argv
     rest = [arg for arg in argv if arg != "--accounting"]
     if len(rest) != 1:
-        print("usage: slurm_cluster.py [--accounting] DIR", file=sys.stderr)
+        print(
+            "usage: python -m oellm_autoexp.testing.slurm_cluster [--accounting] DIR",
+            file=sys.stderr,
+        )
         return 2
     root = Path(rest[0]).resolve()
     try:
