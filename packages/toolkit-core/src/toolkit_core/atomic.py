@@ -133,10 +133,10 @@ def _open_directory(path: Path) -> int:
     try:
         return os.open(path.parent, flags)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path.parent):
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and path.parent.is_symlink():
             error = OutputWriteError(
                 f"{path}: cannot write: its directory {path.parent} is a symbolic link "
-                f"(to {os.readlink(path.parent)}); refusing to write through it"
+                f"(to {path.parent.readlink()}); refusing to write through it"
             )
             error.errno = exc.errno
             raise error from None
