@@ -4,9 +4,10 @@ A reader never sees a half-written file, and a crash leaves at most a stray temp
 directory is fsynced after the rename as well as the file before it: without that, a power loss
 right after a write can lose the rename itself (ext4, XFS), so a result reported as written
 would be gone. `overwrite=False` (the default) never replaces an earlier file: results are kept.
-The directory is opened once, without following a link in its place (`O_NOFOLLOW`), and the temp
-file, the rename and the fsync all go through that descriptor (`openat`): a directory swapped
-for a symlink between a caller's check and the write cannot send the file elsewhere.
+The directory is opened once, without following a link in its place that another user owns
+(`O_NOFOLLOW`, then the link's owner), and the temp file, the rename and the fsync all go through
+that descriptor (`openat`): a directory swapped for a planted symlink between a caller's check
+and the write cannot send the file elsewhere, nor can a swap during the write.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ import contextlib
 import errno
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from toolkit_core.errors import OutputExistsError, OutputWriteError, UsageError
+from toolkit_core.ownership import ownership_problem
 from toolkit_core.paths import make_dirs_inside
 
 __all__ = [
@@ -123,24 +126,47 @@ def _open_atomic(
 
 
 def _open_directory(path: Path) -> int:
-    """A descriptor of `path`'s directory, refusing a symbolic link in its place.
+    """A descriptor of `path`'s directory; a symbolic link in its place is followed only if
+    this user (or root) owns it.
 
-    Only the last component is not followed: the folders a tool creates for its files (a run
-    directory, `cells/<cell>`) are real directories, while a link the user chose higher up
-    (``/scratch/me -> /lustre/...``) is theirs to follow.
+    A link someone else planted (``cells/<cell> -> /elsewhere``, swapped in after the caller's
+    checks) is refused, as `toolkit_core.ownership` judges links: by their owner. A link of the
+    user's own (``results -> /lustre/me/results``) is their choice and followed, by the target
+    read from the very link whose owner was checked.
     """
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
     try:
-        return os.open(path.parent, flags)
+        return os.open(path.parent, flags | os.O_NOFOLLOW)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and path.parent.is_symlink():
-            error = OutputWriteError(
-                f"{path}: cannot write: its directory {path.parent} is a symbolic link "
-                f"(to {path.parent.readlink()}); refusing to write through it"
-            )
-            error.errno = exc.errno
-            raise error from None
-        raise
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        target = _own_link_target(path, exc)
+    return os.open(path.parent.parent / target, flags)
+
+
+def _own_link_target(path: Path, refused: OSError) -> str:
+    """The target of the link at `path.parent`; `OutputWriteError` if another user owns it,
+    `refused` again if it is no link (a file where the directory goes)."""
+    try:
+        link_fd = os.open(path.parent, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        raise refused from None
+    try:
+        info = os.fstat(link_fd)
+        if not stat.S_ISLNK(info.st_mode):
+            raise refused
+        target = os.readlink("", dir_fd=link_fd)
+    finally:
+        os.close(link_fd)
+    problem = ownership_problem(info, os.geteuid())
+    if problem is not None:
+        error = OutputWriteError(
+            f"{path}: cannot write: its directory {path.parent} is a symbolic link (to {target}) "
+            f"{problem}; refusing to write through it"
+        )
+        error.errno = refused.errno
+        raise error
+    return target
 
 
 def _publish(tmp: str, path: Path, dir_fd: int, *, overwrite: bool) -> None:
