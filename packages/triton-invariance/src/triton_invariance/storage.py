@@ -36,6 +36,7 @@ from triton_invariance.errors import (
     CorruptBaselineError,
     InvarianceConfigError,
 )
+from triton_invariance.trust import refuse_shared_baselines
 
 BASELINE_DIR_ENV = "TRITON_INVARIANCE_BASELINE_DIR"
 DEFAULT_BASELINE_DIR = Path("baselines") / "numerical_invariance"
@@ -373,6 +374,7 @@ def compare_and_report(
     found = find_baseline(kernel_name, sig_hash, fallbacks, base)
     baseline = None
     if found is not None:
+        refuse_shared_baselines(found.path.parent, [found.path])
         baseline, path = found.baseline, found.path
         if found.note is not None and notes is not None:
             notes.append(found.note)
