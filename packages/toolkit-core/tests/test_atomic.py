@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from toolkit_core.atomic import create_run_dir, write_json_atomic, write_text_atomic
+from toolkit_core.atomic import (
+    create_run_dir,
+    open_text_atomic,
+    write_json_atomic,
+    write_text_atomic,
+)
 from toolkit_core.errors import ExitCode, OutputExistsError, OutputWriteError, UsageError
 
 
@@ -99,3 +104,69 @@ def test_overwrite_replaces_and_the_mode_can_be_chosen(tmp_path: Path) -> None:
     write_text_atomic(target, "new", overwrite=True, mode=0o700)
     assert target.read_text() == "new"
     assert target.stat().st_mode & 0o777 == 0o700
+
+
+def _swap_for_link(directory: Path, target: Path) -> Path:
+    """Move `directory` aside and plant a link to `target` under its name; returns the moved dir."""
+    moved = directory.with_name(directory.name + ".moved")
+    directory.rename(moved)
+    directory.symlink_to(target)
+    return moved
+
+
+def _as_a_co_tenant(link: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Make `link` another user's, as a co-tenant's planted link is; returns that uid."""
+    if os.geteuid() == 0:
+        os.lchown(link, 4242, 4242)
+        return 4242
+    # Without root no file can be given away: this process becomes someone else instead.
+    me = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: me + 1)
+    return me
+
+
+def test_a_directory_swapped_for_a_planted_link_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cell = tmp_path / "run" / "cells" / "c1"
+    cell.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert cell.is_dir() and not cell.is_symlink()  # what the caller checked
+    _swap_for_link(cell, elsewhere)
+    owner = _as_a_co_tenant(cell, monkeypatch)
+    with pytest.raises(OutputWriteError) as caught:
+        write_json_atomic(cell / "trial.json", {"ok": True})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"{cell / 'trial.json'}: cannot write: its directory {cell} is a symbolic link "
+        f"(to {elsewhere}) owned by uid {owner}, not by you"
+    )
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_swap_during_the_write_cannot_redirect_it(tmp_path: Path) -> None:
+    cell = tmp_path / "cells" / "c1"
+    cell.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    with open_text_atomic(cell / "trial.json", overwrite=False) as handle:
+        handle.write("{}\n")
+        # The directory was opened before the block: the rename and link go through it.
+        moved = _swap_for_link(cell, elsewhere)
+    assert list(elsewhere.iterdir()) == []
+    assert [p.name for p in moved.iterdir()] == ["trial.json"]
+    assert (moved / "trial.json").read_text() == "{}\n"
+
+
+def test_the_users_own_links_are_followed(tmp_path: Path) -> None:
+    real = tmp_path / "lustre"
+    real.mkdir()
+    (tmp_path / "scratch").symlink_to(real)  # a link above the written directory
+    write_text_atomic(tmp_path / "scratch" / "run" / "x.txt", "kept")
+    assert (real / "run" / "x.txt").read_text() == "kept"
+    (tmp_path / "results").symlink_to("lustre/run")  # the written directory itself, relative
+    write_text_atomic(tmp_path / "results" / "y.txt", "also")
+    assert (real / "run" / "y.txt").read_text() == "also"

@@ -34,7 +34,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("data",),  # InvarianceData: the record every other layer passes around
     ("errors", "cache", "verdict"),  # over records: errors, the in-memory cache, same-code notes
     ("fingerprint",),  # TTGIR -> InvarianceData
-    ("storage",),  # baseline files
+    ("storage", "trust"),  # baseline files, and who may have written them
     ("nearest", "compare", "rekey"),  # over baselines: nearest, COMPARE's verdict, re-keying
     ("api",),  # the spec's API
     ("hooks", "record", "compile_only"),  # stock-Triton integration

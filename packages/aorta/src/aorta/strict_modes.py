@@ -10,7 +10,7 @@ task tables) decides what runs, so before any of it is read every one of those p
 A path that fails is one line naming it and the reason (`SharedStateError`, exit 2). The user
 can accept the risk with `--allow-shared-writable` (the caller then skips the check and says
 so). Checked with `lstat`: a symbolic link is judged as itself (owned by whoever planted it),
-never through its target.
+never through its target (`toolkit_core.ownership`, the judgement all three tools share).
 
 Why the directory too, and not only the files: whoever can write a directory can replace any
 file in it by a rename, whatever that file's own mode.
@@ -19,44 +19,31 @@ file in it by a rename, whatever that file's own mode.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from aorta.errors import AortaUsageError
+from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, path_ownership_problem
 
 __all__ = ["SharedStateError", "check_owned_and_private", "refuse_shared_state"]
 
 # A SLURM run holds a handful of files per submission; more than this is not a run aorta wrote.
 _MAX_ENTRIES = 100_000
 
-ALLOW_FLAG = "--allow-shared-writable"
+ALLOW_FLAG = ALLOW_SHARED_WRITABLE_FLAG
 
 
 class SharedStateError(AortaUsageError):
     """State that steers execution is owned by another user or writable by others (exit 2)."""
 
 
-def _problem(info: os.stat_result, uid: int) -> str | None:
-    if info.st_uid not in (uid, 0):
-        return f"owned by uid {info.st_uid}, not by you (uid {uid}) or root"
-    # A link's own mode bits mean nothing (always 0777); who may replace it is the directory's.
-    if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        who = "group and others" if info.st_mode & stat.S_IWOTH else "group"
-        return f"writable by {who} (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
-
-
 def check_owned_and_private(path: Path, *, what: str) -> None:
     """Refuse (`SharedStateError`) `path` unless this user or root owns it and no one else can
     write it. A missing path is fine: there is nothing in it to trust."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
+        problem = path_ownership_problem(path)
     except OSError as exc:
         raise SharedStateError(f"{path}: cannot check {what}: {exc.strerror}") from None
-    problem = _problem(info, os.geteuid())
     if problem is not None:
         raise SharedStateError(
             f"{path}: {what} is {problem}; someone else could change what it runs; "

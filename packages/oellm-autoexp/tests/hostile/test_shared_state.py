@@ -165,3 +165,33 @@ def test_a_standalone_monitor_never_submits_a_planted_script(tmp_path: Path) -> 
     run_monitor_file(spec, client, reporter=_Quiet(), once=True)
     assert client.requests == []
     assert store_for(spec).load(session.session_id).jobs["train"].script == ""
+
+
+def test_status_refuses_a_shared_writable_session_unless_waived(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, session = _planted(tmp_path)
+    state.chmod(0o770)
+    argv = ["status", "--state-dir", str(state), "--session", session.session_id, "--offline"]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    (line,) = err.strip().splitlines()
+    assert f"{state}: the session directory is writable by group (mode 0770)" in line
+    assert "--allow-shared-writable" in line and "job0" not in out
+    assert main([*argv, "--allow-shared-writable"]) == 0
+    assert "job0" in capsys.readouterr().out
+
+
+def test_cleanup_refuses_a_shared_writable_session_unless_waived(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, session = _planted(tmp_path)
+    path = state / f"{session.session_id}.json"
+    path.chmod(0o666)
+    argv = ["cleanup", "--state-dir", str(state), "--session", session.session_id, "--yes"]
+    assert main([*argv, "--no-cancel"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"{path}: the session file is writable by group and others (mode 0666)" in line
+    # Waived, the session is read (it has nothing live and no logs yet).
+    assert main([*argv, "--no-cancel", "--allow-shared-writable"]) == 0
+    assert capsys.readouterr().out == f"session {session.session_id}: nothing to do\n"

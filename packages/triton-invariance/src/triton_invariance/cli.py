@@ -30,6 +30,7 @@ from triton_invariance.storage import (
     recorded_fallbacks,
     usable_baselines,
 )
+from triton_invariance.trust import ALLOW_ENV, ALLOW_FLAG, refuse_shared_baselines
 from triton_invariance.verdict import identical_code_note
 
 EXIT_OK = ExitCode.OK
@@ -298,7 +299,16 @@ def _check_file(path: Path, base: Path) -> tuple[bool, str | None]:
     help="Also fail when a committed baseline has no current fingerprint (a kernel that "
     "disappeared or was not compiled).",
 )
-def check_command(current: Path, directory: Path | None, strict: bool) -> int:
+@click.option(
+    ALLOW_FLAG,
+    "allow_shared_writable",
+    is_flag=True,
+    help="Compare against baselines another user owns or group/others can write "
+    f"(as {ALLOW_ENV}=1; see docs/security.md).",
+)
+def check_command(
+    current: Path, directory: Path | None, strict: bool, allow_shared_writable: bool
+) -> int:
     """Check the fingerprints in CURRENT against the baselines (for CI).
 
     CURRENT is a directory written by a run with TRITON_INVARIANCE_COMMIT=1 and
@@ -315,6 +325,10 @@ def check_command(current: Path, directory: Path | None, strict: bool) -> int:
     paths = list_baselines(current)
     if not paths:
         raise InvarianceUsageError(f"{current}: holds no fingerprint files (*.json)")
+    if allow_shared_writable:
+        click.echo(f"triton-invariance: {ALLOW_FLAG}: ownership of {base} not checked", err=True)
+    else:
+        refuse_shared_baselines(base, list_baselines(base))
     failures = 0
     used: set[str] = set()  # baseline files a current fingerprint was compared with
     for path in paths:

@@ -29,6 +29,7 @@ from triton_invariance.storage import (
     list_baselines,
     usable_baselines,
 )
+from triton_invariance.trust import refuse_shared_baselines
 from triton_invariance.verdict import identical_code_note
 
 
@@ -69,6 +70,7 @@ def compare_and_report(
     found = find_baseline(kernel_name, sig_hash, fallbacks, base)
     baseline = None
     if found is not None:
+        refuse_shared_baselines(found.path.parent, [found.path])
         baseline, path = found.baseline, found.path
         if found.note is not None and notes is not None:
             notes.append(found.note)

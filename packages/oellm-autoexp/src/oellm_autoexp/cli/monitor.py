@@ -310,6 +310,7 @@ def _monitor_standalone(spec: MonitorFile, *, once: bool, shared: bool = False) 
     help="Show the recorded SLURM states only; do not ask squeue/sacct.",
 )
 @_state_dir_option
+@_allow_shared_option
 def status_command(
     config: str | None,
     overrides: tuple[str, ...],
@@ -318,6 +319,7 @@ def status_command(
     job_name: str | None,
     offline: bool,
     state_dir: Path | None,
+    allow_shared_writable: bool,
 ) -> int:
     """Table of every job of every session, as recorded by the monitor.
 
@@ -332,10 +334,10 @@ def status_command(
     if spec is not None:  # a MONITOR.yaml: the one session it keeps
         from oellm_autoexp.monitor.standalone import store_for
 
-        store = store_for(spec)
+        store = store_for(spec, allow_shared_writable=allow_shared_writable)
         ids = [session_id or spec.session_id]
     else:
-        store = _store(state_dir, config, overrides)
+        store = _store(state_dir, config, overrides, allow_shared_writable=allow_shared_writable)
         ids = [session_id] if session_id else store.ids()
     if not ids:
         click.echo(f"no sessions in {store.state_dir}")
@@ -442,6 +444,7 @@ def _print_status(rows: Sequence[JobStatus]) -> None:
 @click.argument("overrides", nargs=-1)
 @click.option("--session", "session_id", default=None, help="Only this session.")
 @_state_dir_option
+@_allow_shared_option
 @click.option("--cancel/--no-cancel", default=True, help="scancel the session's live jobs.")
 @click.option("--archive/--no-archive", default=True, help="Pack the job logs into a tar.gz.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -450,6 +453,7 @@ def cleanup_command(
     overrides: tuple[str, ...],
     session_id: str | None,
     state_dir: Path | None,
+    allow_shared_writable: bool,
     cancel: bool,
     archive: bool,
     yes: bool,
@@ -457,7 +461,7 @@ def cleanup_command(
     """Cancel a session's live jobs and archive its logs (asks first unless --yes)."""
     from oellm_autoexp.persistence.archive import archive_logs
 
-    store = _store(state_dir, config, overrides)
+    store = _store(state_dir, config, overrides, allow_shared_writable=allow_shared_writable)
     ids = [session_id] if session_id else store.ids()
     for sid in ids:
         with store.lock(sid):

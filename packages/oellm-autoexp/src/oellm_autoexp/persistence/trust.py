@@ -12,50 +12,38 @@ plant one. So, as OpenSSH's StrictModes does for `~/.ssh`:
   logged), and with a `scripts_root` every script a job would submit must lie inside it
   (`pin_execution`).
 
-aorta's `strict_modes` applies the same rule to its run directories (the packages do not
-import each other, see docs/architecture.md).
+aorta's `strict_modes` applies the same rule to its run directories; the judgement itself is
+`toolkit_core.ownership` (the packages do not import each other, see docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import stat
 from pathlib import Path
 
 from oellm_autoexp.errors import AutoexpUsageError
 from oellm_autoexp.persistence.session import Session
+from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, path_ownership_problem
 
 __all__ = ["ALLOW_FLAG", "SessionUntrustedError", "pin_execution", "refuse_foreign_state"]
 
 log = logging.getLogger("oellm_autoexp.monitor")
 
-ALLOW_FLAG = "--allow-shared-writable"
+ALLOW_FLAG = ALLOW_SHARED_WRITABLE_FLAG
 
 
 class SessionUntrustedError(AutoexpUsageError):
     """A session someone else could have written, or one naming what its config does not."""
 
 
-def _problem(info: os.stat_result, uid: int) -> str | None:
-    if info.st_uid not in (uid, 0):
-        return f"owned by uid {info.st_uid}, not by you (uid {uid}) or root"
-    # A link's own mode bits mean nothing (always 0777); who may replace it is the directory's.
-    if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"writable by group or others (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
-
-
 def refuse_foreign_state(path: Path, *, what: str) -> None:
     """`SessionUntrustedError` unless `path` (not followed if a link) is this user's or root's
     and writable by no one else; a missing path passes (nothing to trust)."""
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return
+        problem = path_ownership_problem(path)
     except OSError as exc:
         raise SessionUntrustedError(f"{path}: cannot check {what}: {exc.strerror}") from None
-    problem = _problem(info, os.geteuid())
     if problem is not None:
         raise SessionUntrustedError(
             f"{path}: {what} is {problem}; someone else could change what the monitor runs; "
