@@ -17,7 +17,7 @@ from compile_helpers import reparse_with_triton
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triton_invariance.dataflow import COMMUTATIVE, READ, WRITE, effect_of
+from triton_invariance.effects import COMMUTATIVE, READ, WRITE, effect_of
 from triton_invariance.fingerprint import compute_invariance
 
 TTGIR = Callable[..., str]

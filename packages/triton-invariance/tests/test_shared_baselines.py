@@ -8,7 +8,8 @@ import pytest
 from sample_data import sample_inv
 
 from triton_invariance.cli import main
-from triton_invariance.storage import commit_invariance, compare_and_report
+from triton_invariance.compare import compare_and_report
+from triton_invariance.storage import commit_invariance
 from triton_invariance.trust import ALLOW_ENV, SharedBaselinesError
 
 SIG = "0123456789abcdef"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sample_data import sample_inv
 
+from triton_invariance.compare import compare_and_report
 from triton_invariance.data import FORMAT_VERSION
 from triton_invariance.errors import (
     BaselineError,
@@ -28,7 +29,6 @@ from triton_invariance.storage import (
     LOCK_NAME,
     baseline_path,
     commit_invariance,
-    compare_and_report,
     get_baselines_dir,
     load_baseline,
     read_baseline_file,

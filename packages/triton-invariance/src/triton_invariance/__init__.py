@@ -1,8 +1,9 @@
 """triton_invariance: numerical-invariance fingerprints of compiled Triton kernels.
 
 Modules: `fingerprint` (TTGIR -> `data.InvarianceData`), `cache`, `storage` (baseline files),
-`api` (hashes, `cache_invariance`, `on_winner_selected`), `hooks` (stock-Triton integration),
-`startup` (activation by environment variables), `compile_only` (compile without a GPU), `cli`.
+`compare` (a fingerprint against its baseline), `api` (hashes, `cache_invariance`,
+`on_winner_selected`), `hooks` (stock-Triton integration), `startup` (activation by environment
+variables), `compile_only` (compile without a GPU), `cli`.
 
 This package is imported at interpreter start-up when TRITON_INVARIANCE_COMMIT/COMPARE is set,
 so it imports nothing here (not even `typing`); even the version is looked up only when asked

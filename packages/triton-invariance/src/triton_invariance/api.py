@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from triton_invariance.cache import InvarianceCache, _invariance_cache
+from triton_invariance.compare import compare_and_report
 from triton_invariance.data import InvarianceData
 from triton_invariance.errors import InvarianceConfigError, TritonInvarianceError
 from triton_invariance.storage import (
     CommitOutcome,
     baseline_path,
     commit_invariance,
-    compare_and_report,
     fallback_keys,
     family_baselines,
 )
