@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 
 from oellm_autoexp.atomic import open_text_atomic, write_text_atomic
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.json_encode import reusable_encoder
 from oellm_autoexp.plan import JobPlan, Plan, ScriptPlan
 from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sweep_entry
 
@@ -34,7 +35,7 @@ from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sw
 # template with quoted values, so the first few represent the rest.
 CHECKED_SCRIPTS = 8
 # One encoder for every line: `json.dumps` with options builds a new encoder per call.
-_ENCODE = json.JSONEncoder(allow_nan=False).encode
+_ENCODE = reusable_encoder()
 # The keys `sweep_entry` takes from a job, in `JobPlan.to_dict`'s order (they come first).
 _SWEEP_KEYS = ("job_id", "name", "index", "params")
 # How many jobs a streamed write keeps for its caller (the CLI's summary shows 20).

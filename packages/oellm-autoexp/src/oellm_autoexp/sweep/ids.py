@@ -15,20 +15,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.json_encode import reusable_encoder
 
 ID_HEX_CHARS = 12
 # Job names become directory names and SLURM job names: no path separators, no shell syntax.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
 # One encoder for every id: `json.dumps` with options builds a new encoder per call.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-)
+_CANONICAL = reusable_encoder(sort_keys=True, separators=(",", ":"))
 
 
 def canonical_json(data: Any) -> str:
     """The canonical JSON text hashed for ids (NaN/inf are rejected)."""
     try:
-        return _CANONICAL.encode(data)
+        return _CANONICAL(data)
     except ValueError as exc:  # NaN / inf in a param
         raise ConfigError(f"sweep value is not representable as JSON: {exc}", key="sweep") from None
     except TypeError as exc:
