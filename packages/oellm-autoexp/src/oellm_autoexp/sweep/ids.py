@@ -37,7 +37,9 @@ def canonical_json(data: Any) -> str:
 def job_id(project: str, params: Mapping[str, Any]) -> str:
     """12 hex chars of blake2b over the canonical JSON of (project, params)."""
     plain = params if isinstance(params, dict) else dict(params)
-    text = canonical_json({"project": project, "params": plain})
+    # The text of canonical_json({"project": project, "params": plain}) (sorted keys put
+    # "params" first), without one more level of dict for the encoder to sort and walk.
+    text = f'{{"params":{canonical_json(plain)},"project":{canonical_json(project)}}}'
     return hashlib.blake2b(text.encode("ascii"), digest_size=ID_HEX_CHARS // 2).hexdigest()
 
 
