@@ -36,8 +36,6 @@ from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sw
 CHECKED_SCRIPTS = 8
 # One encoder for every line: `json.dumps` with options builds a new encoder per call.
 _ENCODE = reusable_encoder()
-# The keys `sweep_entry` takes from a job, in `JobPlan.to_dict`'s order (they come first).
-_SWEEP_KEYS = ("job_id", "name", "index", "params")
 # How many jobs a streamed write keeps for its caller (the CLI's summary shows 20).
 KEPT_JOBS = 20
 
@@ -268,10 +266,7 @@ def _job_lines(job: JobPlan) -> tuple[str, str]:
     params, is encoded once for both files.
     """
     entry = _ENCODE(sweep_entry(job))
-    data = job.to_dict()
-    for key in _SWEEP_KEYS:
-        del data[key]
-    return entry, f"{entry[:-1]}, {_ENCODE(data)[1:]}"
+    return entry, f"{entry[:-1]}, {_ENCODE(job.launch_dict())[1:]}"
 
 
 def _check_job_dir(path: Path, root: Path) -> None:
