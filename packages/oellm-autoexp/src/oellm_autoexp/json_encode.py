@@ -17,7 +17,8 @@ def reusable_encoder(
 ) -> Callable[[Any], str]:
     """`JSONEncoder(sort_keys=..., separators=..., allow_nan=False).encode`, set up once."""
     reference = json.JSONEncoder(sort_keys=sort_keys, separators=separators, allow_nan=False)
-    make = json.encoder.c_make_encoder
+    # Not in the typing stubs: the C accelerator behind `JSONEncoder.iterencode`.
+    make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # no C accelerator: nothing to save
         return reference.encode
     markers: dict[int, Any] = {}  # circular-reference check, as the reference encoder does

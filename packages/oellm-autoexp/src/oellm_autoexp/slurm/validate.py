@@ -55,13 +55,7 @@ def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[Scr
         elif stripped and not stripped.startswith("#") and number > 1:
             body_start = number
             break
-    # Below the first command (an array's thousand tasks) only a stray #SBATCH matters: a
-    # substring test picks the few candidate lines without stripping every line.
-    for number, line in enumerate(lines[body_start:], start=body_start + 1):
-        if "#SBATCH" in line and line.strip().startswith("#SBATCH"):
-            issues.append(
-                ScriptIssue(number, "#SBATCH after the first command is ignored by sbatch")
-            )
+    issues.extend(_stray_directives(lines, body_start))
     if len(names) != 1:
         issues.append(ScriptIssue(1, f"expected one #SBATCH --job-name, found {len(names)}"))
     elif names[0][1] != job_name:
@@ -73,6 +67,19 @@ def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[Scr
     if array_spec is not None and [a for _, a in arrays] != [array_spec]:
         issues.append(ScriptIssue(1, f"expected one #SBATCH --array={array_spec}"))
     return issues
+
+
+def _stray_directives(lines: list[str], body_start: int) -> list[ScriptIssue]:
+    """#SBATCH lines below the first command (line `body_start`), which sbatch ignores.
+
+    Below it lie an array's thousand tasks: a substring test picks the few candidate lines
+    without stripping every line.
+    """
+    return [
+        ScriptIssue(number, "#SBATCH after the first command is ignored by sbatch")
+        for number, line in enumerate(lines[body_start:], start=body_start + 1)
+        if "#SBATCH" in line and line.strip().startswith("#SBATCH")
+    ]
 
 
 def check_script(path: Path, text: str, *, job_name: str, array_spec: str | None) -> None:
