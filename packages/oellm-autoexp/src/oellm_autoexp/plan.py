@@ -97,11 +97,17 @@ class JobPlan:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (paths as strings, tuples as lists; `stage` only when set)."""
-        data = {
+        return {
             "job_id": self.job_id,
             "name": self.name,
             "index": self.index,
             "params": dict(self.params),
+            **self.launch_dict(),
+        }
+
+    def launch_dict(self) -> dict[str, Any]:
+        """`to_dict` after its first four keys (those of a sweep.json entry): how it runs."""
+        data = {
             "command": list(self.command),
             "env": dict(self.env),
             "output_dir": str(self.output_dir),

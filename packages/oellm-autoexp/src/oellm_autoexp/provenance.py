@@ -28,7 +28,6 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +167,9 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
 
 def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
     """Installed versions by distribution name (None: not installed)."""
+    # Imported here, not at module level: it costs ~10-20 ms and only this function needs it.
+    from importlib import metadata
+
     versions: dict[str, str | None] = {}
     for name in names:
         try:

@@ -32,7 +32,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("monitor",),  # the monitor loop and its pure decisions
     ("persistence",),  # session files and their records
     ("config", "backends", "sweep", "slurm", "plan"),  # the domain: configs, jobs, scripts
-    ("errors", "limits", "atomic", "safe_paths", "reporting"),  # foundations (no upward arrow)
+    (
+        "errors",
+        "limits",
+        "atomic",
+        "safe_paths",
+        "reporting",
+        "json_encode",
+    ),  # foundations (no upward arrow)
 )
 
 

@@ -56,7 +56,8 @@ class JobContext:
         }
         for key, value in self.params.items():
             fields[key] = value
-            fields[key.replace(".", "_")] = value
+            if "." in key:
+                fields[key.replace(".", "_")] = value
         return fields
 
 

@@ -73,7 +73,7 @@ class JobContexts:
             )
         fields: dict[str, Any] = {"project": project, "job_id": identifier, "index": index}
         for key, value in params.items():
-            fields[key.replace(".", "_")] = value
+            fields[key.replace(".", "_") if "." in key else key] = value
         name = job_name(config.sweep.name_template, fields, index=index)
         earlier = self._seen_names.setdefault(name, index)
         if earlier != index:

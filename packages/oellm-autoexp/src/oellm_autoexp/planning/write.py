@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 
 from oellm_autoexp.atomic import open_text_atomic, write_text_atomic
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.json_encode import reusable_encoder
 from oellm_autoexp.plan import JobPlan, Plan, ScriptPlan
 from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sweep_entry
 
@@ -34,9 +35,7 @@ from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sw
 # template with quoted values, so the first few represent the rest.
 CHECKED_SCRIPTS = 8
 # One encoder for every line: `json.dumps` with options builds a new encoder per call.
-_ENCODE = json.JSONEncoder(allow_nan=False).encode
-# The keys `sweep_entry` takes from a job, in `JobPlan.to_dict`'s order (they come first).
-_SWEEP_KEYS = ("job_id", "name", "index", "params")
+_ENCODE = reusable_encoder()
 # How many jobs a streamed write keeps for its caller (the CLI's summary shows 20).
 KEPT_JOBS = 20
 
@@ -267,10 +266,7 @@ def _job_lines(job: JobPlan) -> tuple[str, str]:
     params, is encoded once for both files.
     """
     entry = _ENCODE(sweep_entry(job))
-    data = job.to_dict()
-    for key in _SWEEP_KEYS:
-        del data[key]
-    return entry, f"{entry[:-1]}, {_ENCODE(data)[1:]}"
+    return entry, f"{entry[:-1]}, {_ENCODE(job.launch_dict())[1:]}"
 
 
 def _check_job_dir(path: Path, root: Path) -> None:

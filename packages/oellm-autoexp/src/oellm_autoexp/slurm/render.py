@@ -194,7 +194,9 @@ def export_lines(env: Mapping[str, Any], *, key: str) -> list[str]:
         text = (
             "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
         )
-        lines.append(f"export {name}={shell_word(text, key=f'{key}.{name}')}")
+        # Most values are plain words: no call, no error key built (as for argv words).
+        word = text if _PLAIN_WORD.fullmatch(text) else shell_word(text, key=f"{key}.{name}")
+        lines.append(f"export {name}={word}")
     return lines
 
 

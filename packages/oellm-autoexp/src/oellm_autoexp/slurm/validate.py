@@ -39,15 +39,10 @@ def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[Scr
         issues.append(ScriptIssue(1, "first line is not a #! interpreter line"))
     names: list[tuple[int, str]] = []
     arrays: list[tuple[int, str]] = []
-    body_started = False
+    body_start = len(lines)  # the line number of the first command, once found
     for number, line in enumerate(lines, start=1):
         stripped = line.strip()
         if stripped.startswith("#SBATCH"):
-            if body_started:
-                issues.append(
-                    ScriptIssue(number, "#SBATCH after the first command is ignored by sbatch")
-                )
-                continue
             match = _DIRECTIVE.fullmatch(stripped)
             if not match:
                 issues.append(ScriptIssue(number, f"malformed directive {stripped!r}"))
@@ -58,7 +53,9 @@ def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[Scr
             elif option.startswith("--array="):
                 arrays.append((number, option.split("=", 1)[1]))
         elif stripped and not stripped.startswith("#") and number > 1:
-            body_started = True
+            body_start = number
+            break
+    issues.extend(_stray_directives(lines, body_start))
     if len(names) != 1:
         issues.append(ScriptIssue(1, f"expected one #SBATCH --job-name, found {len(names)}"))
     elif names[0][1] != job_name:
@@ -70,6 +67,19 @@ def lint_script(text: str, *, job_name: str, array_spec: str | None) -> list[Scr
     if array_spec is not None and [a for _, a in arrays] != [array_spec]:
         issues.append(ScriptIssue(1, f"expected one #SBATCH --array={array_spec}"))
     return issues
+
+
+def _stray_directives(lines: list[str], body_start: int) -> list[ScriptIssue]:
+    """#SBATCH lines below the first command (line `body_start`), which sbatch ignores.
+
+    Below it lie an array's thousand tasks: a substring test picks the few candidate lines
+    without stripping every line.
+    """
+    return [
+        ScriptIssue(number, "#SBATCH after the first command is ignored by sbatch")
+        for number, line in enumerate(lines[body_start:], start=body_start + 1)
+        if "#SBATCH" in line and line.strip().startswith("#SBATCH")
+    ]
 
 
 def check_script(path: Path, text: str, *, job_name: str, array_spec: str | None) -> None:

@@ -168,6 +168,9 @@ def filtered(
 
     A filter that keeps nothing is a config error: an empty plan is never what was meant.
     """
+    if not filters:  # no `sweep.filter`: no per-point test to run
+        yield from points
+        return
     total = kept = 0
     for total, point in enumerate(points, 1):
         if all(f.keep(point, index=total - 1) for f in filters):

@@ -9,26 +9,24 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.json_encode import reusable_encoder
 
 ID_HEX_CHARS = 12
 # Job names become directory names and SLURM job names: no path separators, no shell syntax.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=-]{0,199}")
 # One encoder for every id: `json.dumps` with options builds a new encoder per call.
-_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-)
+_CANONICAL = reusable_encoder(sort_keys=True, separators=(",", ":"))
 
 
 def canonical_json(data: Any) -> str:
     """The canonical JSON text hashed for ids (NaN/inf are rejected)."""
     try:
-        return _CANONICAL.encode(data)
+        return _CANONICAL(data)
     except ValueError as exc:  # NaN / inf in a param
         raise ConfigError(f"sweep value is not representable as JSON: {exc}", key="sweep") from None
     except TypeError as exc:
@@ -38,7 +36,9 @@ def canonical_json(data: Any) -> str:
 def job_id(project: str, params: Mapping[str, Any]) -> str:
     """12 hex chars of blake2b over the canonical JSON of (project, params)."""
     plain = params if isinstance(params, dict) else dict(params)
-    text = canonical_json({"project": project, "params": plain})
+    # The text of canonical_json({"project": project, "params": plain}) (sorted keys put
+    # "params" first), without one more level of dict for the encoder to sort and walk.
+    text = f'{{"params":{canonical_json(plain)},"project":{canonical_json(project)}}}'
     return hashlib.blake2b(text.encode("ascii"), digest_size=ID_HEX_CHARS // 2).hexdigest()
 
 
