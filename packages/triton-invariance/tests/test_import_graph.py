@@ -8,21 +8,21 @@ import its own layer and the layers below it, never one above.
 
 from __future__ import annotations
 
-import ast
-import graphlib
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-import toolkit_core
-import triton_invariance
+from toolkit_core.import_graph import (
+    circles,
+    import_graph,
+    long_modules,
+    package_modules,
+    upward_imports,
+)
 
 PACKAGE = "triton_invariance"
-SRC = Path(triton_invariance.__file__).parent
 # The shared foundations of the three tools (packages/toolkit-core): the lowest layer, outside
 # the package; its modules are in the graph so that an import of triton_invariance from there
 # is caught.
 CORE = "toolkit_core"
-CORE_SRC = Path(toolkit_core.__file__).parent
 MAX_LINES = 600
 
 # Lowest first. The module's name after `triton_invariance.` picks its layer.
@@ -42,46 +42,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for package, src in ((PACKAGE, SRC), (CORE, CORE_SRC)):
-        for path in sorted(src.rglob("*.py")):
-            parts = [package, *path.relative_to(src).with_suffix("").parts]
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
-
-
-def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
-    """The module `name` lives in (a name imported from a module is that module), or None."""
-    while name and name not in modules:
-        name = name.rpartition(".")[0]
-    return name or None
-
-
-def _imported(module: str, path: Path, modules: Mapping[str, Path]) -> Iterator[str]:
-    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                base = ".".join([*package[: len(package) - node.level + 1], *filter(None, [base])])
-            # `from pkg import sub` depends on pkg.sub where that is a module, else on pkg.
-            names = [f"{base}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for name in names:
-            target = _resolve(name, modules)
-            if target is not None and target != module:
-                yield target
-
-
 def _graph() -> dict[str, set[str]]:
-    modules = _modules()
-    return {name: set(_imported(name, path, modules)) for name, path in modules.items()}
+    return import_graph(package_modules(PACKAGE, CORE))
 
 
 def _layer(module: str) -> int:
@@ -96,48 +58,19 @@ def _layer(module: str) -> int:
     raise AssertionError(f"{module} is in no layer: add it to LAYERS and docs/architecture.md")
 
 
-def _circle(graph: Mapping[str, set[str]]) -> list[str]:
-    """One import circle of `graph` (its modules, the first repeated at the end), or []."""
-    try:
-        graphlib.TopologicalSorter(graph).prepare()
-    except graphlib.CycleError as exc:
-        return list(exc.args[1])
-    return []
-
-
-def _upward(graph: Mapping[str, set[str]]) -> list[str]:
-    """`module -> target` for every import of a higher layer; every module must have a layer."""
-    return [
-        f"{module} -> {target}"
-        for module, targets in sorted(graph.items())
-        for target in sorted(targets)
-        if _layer(target) > _layer(module)
-    ]
-
-
-def _long(modules: Mapping[str, Path]) -> dict[str, int]:
-    """The modules of the package over MAX_LINES lines, with their line counts."""
-    return {
-        name: count
-        for name, path in modules.items()
-        if name.split(".")[0] == PACKAGE
-        and (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
-    }
-
-
 def test_no_import_circles() -> None:
-    assert _circle(_graph()) == []
+    assert circles(_graph()) == []
 
 
 def test_every_module_has_a_layer_and_none_imports_up() -> None:
     graph = _graph()
     for module in graph:
         _layer(module)  # raises for a module no layer names
-    assert _upward(graph) == []
+    assert upward_imports(graph, _layer) == []
 
 
 def test_no_module_over_600_lines() -> None:
-    assert _long(_modules()) == {}
+    assert long_modules(package_modules(PACKAGE, CORE), MAX_LINES, PACKAGE) == {}
 
 
 def test_the_graph_sees_lazy_and_type_checking_imports() -> None:
@@ -156,13 +89,13 @@ def test_the_checks_see_a_planted_circle_an_upward_import_and_a_long_module(
 ) -> None:
     """The checks themselves can fail: a two-module circle, storage importing the API, and a
     toolkit_core module importing triton_invariance; a module of 601 lines."""
-    assert sorted(_circle({"a": {"b"}, "b": {"a"}, "c": set()})) == ["a", "a", "b"]
+    assert circles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     planted = {
         "triton_invariance.storage": {"triton_invariance.api", "triton_invariance.data"},
         "toolkit_core.atomic": {"triton_invariance.errors"},
         "triton_invariance.api": {"triton_invariance.storage"},
     }
-    assert _upward(planted) == [
+    assert upward_imports(planted, _layer) == [
         "toolkit_core.atomic -> triton_invariance.errors",
         "triton_invariance.storage -> triton_invariance.api",
     ]
@@ -171,4 +104,4 @@ def test_the_checks_see_a_planted_circle_an_upward_import_and_a_long_module(
     short = tmp_path / "short.py"
     short.write_text("x = 1\n" * MAX_LINES, encoding="utf-8")
     modules = {"triton_invariance.long": long, "triton_invariance.short": short}
-    assert _long(modules) == {"triton_invariance.long": MAX_LINES + 1}
+    assert long_modules(modules, MAX_LINES, PACKAGE) == {"triton_invariance.long": MAX_LINES + 1}
