@@ -10,15 +10,10 @@ import with one clear `InvarianceConfigError` rather than silently skipping the 
 
 from __future__ import annotations
 
-import sys
+from toolkit_core.after_import import call_after_import
 
-# `typing`, `importlib.abc` and `importlib.util` cost ~30 ms to import; this module runs at
-# start-up, so the names below are for the type checker only (annotations are never evaluated).
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import importlib.machinery
-    from collections.abc import Sequence
-    from types import ModuleType
+# This module runs at interpreter start-up: it imports nothing beyond `sys` and the small
+# `toolkit_core.after_import` (`importlib.util` waits until Triton is being imported).
 
 PTH_LINE = (
     "import os; (os.environ.get('TRITON_INVARIANCE_COMMIT') or "
@@ -28,47 +23,12 @@ PTH_LINE = (
 """The single line of the shipped `.pth` file (a test keeps the two in sync)."""
 
 
-class _InstallAfterTritonImport:
-    """A meta-path finder (duck-typed) that finds nothing itself; when `triton` is being
-    imported, it arranges `install()` to run right after Triton's `__init__` has executed."""
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "triton":
-            return None
-        import importlib.util  # only now: Triton is being imported, start-up is over
-
-        _remove_watcher()
-        spec = importlib.util.find_spec("triton")
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_install(module: ModuleType) -> None:
-            exec_module(module)
-            from triton_invariance.hooks import install
-
-            install()
-
-        loader.exec_module = exec_then_install  # type: ignore[method-assign]
-        return spec
-
-
-def _remove_watcher() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _InstallAfterTritonImport)]
-
-
 def activate() -> None:
     """Install the hooks now if Triton is loaded, else as soon as it is imported."""
-    if "triton" in sys.modules:
-        from triton_invariance.hooks import install
+    call_after_import("triton", _install_hooks)
 
-        install()
-        return
-    if not any(isinstance(f, _InstallAfterTritonImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _InstallAfterTritonImport())
+
+def _install_hooks() -> None:
+    from triton_invariance.hooks import install
+
+    install()

@@ -22,12 +22,10 @@ import sys
 import tempfile
 import threading
 
+from toolkit_core.after_import import call_after_import
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: this module runs at interpreter start-up
-    import importlib.machinery
-    from collections.abc import Sequence
-    from types import ModuleType
-
     from aorta.instrumentation.locate import Locator
 
 PTH_LINE = (
@@ -46,39 +44,6 @@ class _Session:
 
 
 _session = _Session()
-
-
-class _InstallAfterTorchImport:
-    """A meta-path finder that finds nothing itself; when `torch` is being imported it makes
-    the locator install right after torch's `__init__` has run."""
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != "torch":
-            return None
-        import importlib.util  # only now: torch is being imported, start-up is over
-
-        _remove_watcher()
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
-            return spec
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_install(module: ModuleType) -> None:
-            exec_module(module)
-            _install()
-
-        loader.exec_module = exec_then_install  # type: ignore[method-assign]
-        return spec
-
-
-def _remove_watcher() -> None:
-    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _InstallAfterTorchImport)]
 
 
 def _write(record: dict[str, object]) -> None:
@@ -145,7 +110,4 @@ def activate() -> None:
     _session.active = True
     atexit.register(_at_exit)
     _catch_sigterm()
-    if "torch" in sys.modules:
-        _install()
-    else:
-        sys.meta_path.insert(0, _InstallAfterTorchImport())
+    call_after_import("torch", _install)
