@@ -73,3 +73,61 @@ def test_real_autotuned_launch_commits_matches_and_detects_a_change(tmp_path: Pa
     assert mismatch.returncode != 0
     assert "NumericalInvarianceMismatchError" in mismatch.stderr
     assert "arith.subf" in mismatch.stderr
+
+
+PLAIN_PROGRAM = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def gpu_plain_scale(x_ptr, out_ptr, n, scale, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * scale, mask=mask)
+
+n = 4096
+x = torch.randn(n, device="cuda"); out = torch.empty_like(x)
+gpu_plain_scale[(triton.cdiv(n, 1024),)](x, out, n, SCALE, BLOCK=1024)
+torch.cuda.synchronize()
+torch.testing.assert_close(out, x * SCALE)
+"""
+
+
+def _run_with_scalars(workdir: Path, scale: str, env_var: str) -> subprocess.CompletedProcess[str]:
+    env_source = PLAIN_PROGRAM.replace("SCALE", scale)
+    (workdir / "prog.py").write_text(env_source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_INVARIANCE_")}
+    env.update(
+        {
+            env_var: "1",
+            "TRITON_INVARIANCE_RECORD_SCALARS": "1",
+            "TRITON_CACHE_DIR": str(workdir / "tc"),
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "prog.py"],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.gpu
+def test_real_plain_kernel_is_committed_at_its_launch_and_a_changed_scalar_is_caught(
+    tmp_path: Path,
+) -> None:
+    # A plain @triton.jit kernel (no autotuner) under the hooks, with its float scalar recorded:
+    # the same launch matches; the same kernel launched with another `scale` is named.
+    commit = _run_with_scalars(tmp_path, "0.5", "TRITON_INVARIANCE_COMMIT")
+    assert commit.returncode == 0, commit.stderr
+    assert ": created," in commit.stderr
+    files = list((tmp_path / "baselines" / "numerical_invariance").glob("gpu_plain_scale_*.json"))
+    assert len(files) == 1
+    same = _run_with_scalars(tmp_path, "0.5", "TRITON_INVARIANCE_COMPARE")
+    assert same.returncode == 0, same.stderr
+    assert ": match," in same.stderr
+    rescaled = _run_with_scalars(tmp_path, "0.25", "TRITON_INVARIANCE_COMPARE")
+    assert rescaled.returncode != 0
+    assert "LaunchScalarsChangedError" in rescaled.stderr
+    assert "0.5 -> 0.25" in rescaled.stderr, rescaled.stderr

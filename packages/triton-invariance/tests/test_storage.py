@@ -128,6 +128,33 @@ def test_compare_notes_when_only_the_autotuner_winner_changed(tmp_path: Path) ->
     assert "only the winner changed" in info.value.report
 
 
+def test_a_changed_winner_and_changed_code_are_told_apart_by_the_baselines_config(
+    tmp_path: Path,
+) -> None:
+    # Seen on a real H200: the changed program's autotuner also picked the other config, and the
+    # diff of winner against baseline began at the block-size constant, not at the subf.
+    baseline = sample_inv(kernel="kernel", num_warps=4)
+    commit_invariance(
+        "kernel", SIG, baseline, config_hash="cfgA", config={"num_warps": 4}, base=tmp_path
+    )
+    same_config_now = sample_inv("arith.subf", kernel="kernel", num_warps=4)
+    other_winner = sample_inv("arith.subf", kernel="kernel", num_warps=8)
+    with pytest.raises(NumericalInvarianceMismatchError) as info:
+        compare_and_report(
+            "kernel",
+            SIG,
+            other_winner,
+            config_hash="cfgB",
+            alternatives={"cfgA": same_config_now, "cfgB": other_winner},
+            base=tmp_path,
+        )
+    report = info.value.report
+    assert "only the winner changed" not in report
+    assert "the kernel code changed, not only the winner" in report
+    same_config_part = report.split("Same config, before -> now:")[1]
+    assert "arith.subf" in same_config_part and "hw_config_hash" not in same_config_part
+
+
 def test_compare_without_baseline_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(BaselineNotFoundError, match="TRITON_INVARIANCE_COMMIT=1"):
         compare_and_report("kernel", SIG, sample_inv(kernel="kernel"), base=tmp_path)

@@ -20,27 +20,34 @@ pytest.importorskip("torch")
 SCRIPT = str(Path(__file__).parents[1] / "instrumentation" / "scripts" / "nan_at_module.py")
 
 
-def _fsdp(tmp_path: Path, locate: bool, **env: str) -> RunRequest:
+def _fsdp(tmp_path: Path, locate: bool, device: str = "cpu", **env: str) -> RunRequest:
     return RunRequest(
         workload="fsdp",
         output_dir=tmp_path,
         steps=5,
         locate=locate,
-        extra_env={"AORTA_FSDP_DEVICE": "cpu", **env},
+        extra_env={"AORTA_FSDP_DEVICE": device, **env},
     )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
+    "device",
+    # On a GPU the hooks see CUDA tensors: the check must still name the first module, not the
+    # first one whose (asynchronous) result happened to be read.
+    ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)],
+)
+@pytest.mark.parametrize(
     ("phase", "module", "tensor"),
     [("forward", "blocks.1.mlp_in", "output"), ("backward", "blocks.0.attn_out", "grad")],
 )
 def test_fsdp_injected_nan_is_located_exactly(
-    tmp_path: Path, phase: str, module: str, tensor: str
+    tmp_path: Path, phase: str, module: str, tensor: str, device: str
 ) -> None:
     request = _fsdp(
         tmp_path,
         True,
+        device,
         AORTA_FSDP_TEST_INJECT_NAN_AT_STEP="3",
         AORTA_FSDP_TEST_INJECT_NAN_MODULE=module,
         AORTA_FSDP_TEST_INJECT_NAN_PHASE=phase,

@@ -106,6 +106,15 @@ def compare_and_report(
                 "\n  note: the baseline's config still compiles to the baseline fingerprint in "
                 "this run: the kernel code is numerically unchanged, only the winner changed"
             )
+        elif same_config is not None:
+            # The winner changed AND the code did: the diff above mixes the two (its first
+            # difference is often a block-size constant). The baseline's own config, compiled in
+            # this run, isolates the code change.
+            report += (
+                "\n  the baseline's config, compiled in this run, differs from the baseline "
+                "too: the kernel code changed, not only the winner. Same config, before -> "
+                "now:\n" + _indented(baseline.invariance.diff_report(same_config))
+            )
     raise NumericalInvarianceMismatchError(
         kernel_name, sig_hash, path, baseline.invariance, current, report
     )
@@ -142,6 +151,10 @@ def _nearest_text(
     if near is None:
         return ""
     return f"; {near.describe()}\n{near.baseline.invariance.diff_report(current)}"
+
+
+def _indented(report: str) -> str:
+    return "\n".join(f"    {line}" for line in report.splitlines())
 
 
 def _describe(config: Mapping[str, Any]) -> str:
