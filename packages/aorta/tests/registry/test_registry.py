@@ -52,6 +52,8 @@ def test_triton_mitigations_set_the_variables_the_installed_triton_reads(
         monkeypatch.setenv(key, value)
     assert knobs.language.fp32_default == "ieee"
     assert knobs.language.fp_fusion_enabled(True) is False
+    # The switch Triton 3.6 and older have (no force knob there): kernels that do not ask.
+    assert knobs.language.default_fp_fusion is False
 
 
 def test_builtin_local_environment() -> None:

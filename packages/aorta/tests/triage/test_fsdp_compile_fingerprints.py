@@ -80,11 +80,26 @@ def test_compiled_fsdp_records_inductor_kernels_and_the_cells_that_changed_them(
     assert trials["none_again"]["kernel_fingerprints"] == baseline  # stable across processes
     mitigated = trials["no_fp_fusion"]["kernel_fingerprints"]
     assert mitigated.keys() == baseline.keys()  # the same kernels ...
-    assert all(mitigated[name] != baseline[name] for name in baseline)  # ... all recompiled
 
     matrix = json.loads((run_dir / "matrix.json").read_text())
     cells = {c["name"]: c for c in matrix["cells"]}
     assert cells["baseline"]["kernels_changed_count"] == 0
     assert cells["none_again"]["kernels_changed"] == []
-    assert cells["no_fp_fusion"]["kernels_changed"] == sorted(baseline)
-    assert cells["no_fp_fusion"]["kernels_changed_count"] == len(baseline) >= 1
+    if _has_force_disable_knob():
+        assert all(mitigated[name] != baseline[name] for name in baseline)  # ... all recompiled
+        assert cells["no_fp_fusion"]["kernels_changed"] == sorted(baseline)
+        assert cells["no_fp_fusion"]["kernels_changed_count"] == len(baseline) >= 1
+    else:
+        # Triton 3.6 and older (seen on an H200): Inductor's kernels ask for fusion, which only
+        # the force knob overrides, so nothing changed, and the matrix must say so.
+        assert mitigated == baseline
+        assert cells["no_fp_fusion"]["kernels_changed"] == []
+        assert any(
+            note.startswith("no observable effect: cell no_fp_fusion") for note in matrix["notes"]
+        ), matrix["notes"]
+
+
+def _has_force_disable_knob() -> bool:
+    import triton.knobs
+
+    return hasattr(triton.knobs.language, "force_disable_fp_fusion")

@@ -69,10 +69,18 @@ BUILTIN_MITIGATIONS: tuple[Mitigation, ...] = (
             # `fp_fusion_enabled` then returns False whatever a kernel asks for, so no
             # multiply-add is fused into an FMA (a different rounding).
             "TRITON_FORCE_DISABLE_FP_FUSION": "1",
+            # Triton 3.6 and older have no force knob (seen: 3.6.0's knobs.py): there
+            # `default_fp_fusion` (TRITON_DEFAULT_FP_FUSION) is the only switch, and it reaches
+            # only kernels that do not ask for fusion themselves. Inductor's kernels do ask
+            # (`enable_fp_fusion` in their compile options), so on those versions they keep
+            # their FMAs, and a run with kernel fingerprints says "no observable effect".
+            "TRITON_DEFAULT_FP_FUSION": "0",
         },
         description=(
             "No FMA fusion in Triton kernels: TRITON_FORCE_DISABLE_FP_FUSION=1 "
-            "(triton/knobs.py, language_knobs.force_disable_fp_fusion). Read at kernel "
+            "(triton/knobs.py, language_knobs.force_disable_fp_fusion) and "
+            "TRITON_DEFAULT_FP_FUSION=0 (Triton without the force knob, 3.6 and older: only "
+            "kernels that do not request fusion, so not Inductor's). Read at kernel "
             "compilation, kernels are cached per process: runs in a fresh process."
         ),
         process_scoped=True,

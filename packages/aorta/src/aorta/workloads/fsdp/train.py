@@ -52,6 +52,7 @@ OBSERVED_ENV_VARS = (
     "HSA_XNACK",
     "TRITON_F32_DEFAULT",
     "TRITON_FORCE_DISABLE_FP_FUSION",
+    "TRITON_DEFAULT_FP_FUSION",
 )
 
 # A float32 matmul of this size, checked against float64: in IEEE float32 the largest relative
