@@ -362,6 +362,9 @@ def test_an_adaptive_matrix_on_slurm_stops_early_with_the_local_trials(
     assert matrix["adaptive"]["cells"]["fix"]["stopped"] == "decided cured"
     assert _adaptive_section(on_slurm) == _adaptive_section(here)
     assert json.loads((on_slurm / "slurm" / "state.json").read_text())["finished"] is True
+    # The trials a decided cell never ran are not counted as done.
+    status = aorta(aorta_slurm_cluster, "triage", "status", str(on_slurm))
+    assert f"same      pending 0  running 0  done {len(ids['same'])}  " in status.stdout
 
 
 def test_a_detached_adaptive_run_resumes_the_same_rule_and_waits_for_its_round(
@@ -374,6 +377,7 @@ def test_a_detached_adaptive_run_resumes_the_same_rule_and_waits_for_its_round(
     assert detached.returncode == 0, detached.stderr
     run_dir = _run_dir(out)
     assert _arrays(run_dir) == [[(name, 0) for name in ADAPTIVE]]  # round 0 only
+    assert "adaptive: only the round now due was submitted" in detached.stdout
     deadline = time.monotonic() + 60
     while len(list((run_dir / "cells").rglob("trial_0.json"))) < len(ADAPTIVE):
         assert time.monotonic() < deadline, "round 0 did not finish"

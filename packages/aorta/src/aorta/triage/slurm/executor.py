@@ -72,7 +72,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CellQueue:
-    """One cell's trials on SLURM: how many wait, run and are done; failures so far."""
+    """One cell's trials on SLURM: how many wait, run and are done; failures so far.
+
+    A stopped cell's remaining trials (stop rule, adaptive decision) and an adaptive run's
+    later rounds are in none of the counts: they are not queued, and may never run.
+    """
 
     name: str
     pending: int
@@ -367,7 +371,7 @@ def _queue(name: str, states: Sequence[TrialState], results: Sequence[TrialResul
         name=name,
         pending=tally[Standing.PENDING] + tally[Standing.UNSUBMITTED],
         running=tally[Standing.RUNNING],
-        done=tally[Standing.DONE] + tally[Standing.SKIPPED],
+        done=tally[Standing.DONE],
         failed=sum(1 for r in results if r.outcome == "failed"),
         errors=sum(1 for r in results if r.errored),
     )
