@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from aorta_testing import adaptive_recipe
 
 from oellm_autoexp import api
 from oellm_autoexp.persistence import SessionStore
@@ -301,3 +302,96 @@ def test_detach_returns_after_submission_and_resume_writes_the_matrix(
     assert set(_runs_per_trial(run_dir).values()) == {1}
     status = aorta(aorta_slurm_cluster, "triage", "status", str(run_dir))
     assert "SLURM executor, finished" in status.stdout and "nan       pending 0" in status.stdout
+
+
+# Adaptive trials (`adaptive: {max_trials: 8}`), one array per round. `same` fails as the
+# baseline does: a cure is out of reach after 4 rounds; `fix` never fails: cured (and the
+# baseline stopped) after 6. The local executor on the same recipe is the oracle.
+ADAPTIVE = {"baseline": "1" * 8, "fix": "0" * 8, "same": "1" * 8}
+
+
+def _adaptive(tmp_path: Path, name: str, pause: float) -> Path:
+    return adaptive_recipe(tmp_path / f"{name}.yaml", ADAPTIVE, 8, pause,
+                           executor={"slurm": FAST})  # fmt: skip
+
+
+def _local_oracle(cluster: Any, tmp_path: Path) -> Path:
+    """The same recipe (no pause: the outcomes depend only on the seed) run locally."""
+    recipe = _adaptive(tmp_path, "local", 0.0)
+    out = tmp_path / "local"
+    done = aorta(cluster, "triage", "run", "--recipe", str(recipe), "--executor", "local",
+                 "--output-dir", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return _run_dir(out)
+
+
+def _trial_ids(run_dir: Path) -> dict[str, list[int]]:
+    return {name: sorted(int(Path(p).stem.split("_")[1]) for p in cell["trial_files"])
+            for name, cell in _structure(run_dir).items()}  # fmt: skip
+
+
+def _arrays(run_dir: Path) -> list[list[tuple[str, int]]]:
+    state = json.loads((run_dir / "slurm" / "state.json").read_text())
+    tables = [run_dir / "slurm" / f"tasks-{s['number']}.json" for s in state["submissions"]]
+    return [[(cell, trial) for cell, trial in json.loads(t.read_text())] for t in tables]
+
+
+def _adaptive_section(run_dir: Path) -> list[str]:
+    text = (run_dir / "matrix.md").read_text()
+    return text.split("## Adaptive trials", 1)[1].split("\n## ", 1)[0].splitlines()
+
+
+def test_an_adaptive_matrix_on_slurm_stops_early_with_the_local_trials(
+    aorta_slurm_cluster: Any, tmp_path: Path
+) -> None:
+    recipe = _adaptive(tmp_path, "slurm", 0.0)
+    slurm = aorta(aorta_slurm_cluster, "triage", "run", "--recipe", str(recipe), "--output-dir",
+                  str(tmp_path / "slurm"), "--progress", "plain", timeout=240)  # fmt: skip
+    assert slurm.returncode == 0, slurm.stderr
+    on_slurm, here = _run_dir(tmp_path / "slurm"), _local_oracle(aorta_slurm_cluster, tmp_path)
+    ids = _trial_ids(on_slurm)
+    assert ids == _trial_ids(here)
+    assert all(len(trials) < 8 for trials in ids.values())  # decided before max_trials
+    # One array per round, over the cells still open; every trial ran once.
+    assert _arrays(on_slurm) == [
+        [(name, k) for name in ADAPTIVE if k < len(ids[name])] for k in range(len(ids["baseline"]))
+    ]
+    assert set(_runs_per_trial(on_slurm).values()) == {1}
+    matrix = json.loads((on_slurm / "matrix.json").read_text())
+    assert matrix["adaptive"] == json.loads((here / "matrix.json").read_text())["adaptive"]
+    assert matrix["adaptive"]["cells"]["fix"]["stopped"] == "decided cured"
+    assert _adaptive_section(on_slurm) == _adaptive_section(here)
+    assert json.loads((on_slurm / "slurm" / "state.json").read_text())["finished"] is True
+    # The trials a decided cell never ran are not counted as done.
+    status = aorta(aorta_slurm_cluster, "triage", "status", str(on_slurm))
+    assert f"same      pending 0  running 0  done {len(ids['same'])}  " in status.stdout
+
+
+def test_a_detached_adaptive_run_resumes_the_same_rule_and_waits_for_its_round(
+    aorta_slurm_cluster: Any, tmp_path: Path
+) -> None:
+    recipe = _adaptive(tmp_path, "slurm", 3.0)  # each trial takes 3 s: a round stays in flight
+    out = tmp_path / "out"
+    detached = aorta(aorta_slurm_cluster, "triage", "run", "--recipe", str(recipe),
+                     "--output-dir", str(out), "--detach")  # fmt: skip
+    assert detached.returncode == 0, detached.stderr
+    run_dir = _run_dir(out)
+    assert _arrays(run_dir) == [[(name, 0) for name in ADAPTIVE]]  # round 0 only
+    assert "adaptive: only the round now due was submitted" in detached.stdout
+    deadline = time.monotonic() + 60
+    while len(list((run_dir / "cells").rglob("trial_0.json"))) < len(ADAPTIVE):
+        assert time.monotonic() < deadline, "round 0 did not finish"
+        time.sleep(0.2)
+    resume = ("triage", "run", "--resume", str(run_dir))
+    step = aorta(aorta_slurm_cluster, *resume, "--detach")
+    assert step.returncode == 0, step.stderr
+    assert _arrays(run_dir)[1:] == [[(name, 1) for name in ADAPTIVE]]  # the rule's next round
+    again = aorta(aorta_slurm_cluster, *resume, "--detach")  # round 1 still in flight
+    assert again.returncode == 0, again.stderr
+    assert len(_arrays(run_dir)) == 2  # waited for, not resubmitted
+    finished = aorta(aorta_slurm_cluster, *resume, "--progress", "plain", timeout=240)
+    assert finished.returncode == 0, finished.stderr
+    here = _local_oracle(aorta_slurm_cluster, tmp_path)
+    assert _trial_ids(run_dir) == _trial_ids(here)
+    assert set(_runs_per_trial(run_dir).values()) == {1}
+    assert _adaptive_section(run_dir) == _adaptive_section(here)

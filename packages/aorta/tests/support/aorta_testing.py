@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from aorta.runner.models import TrialResult
 
@@ -45,3 +49,40 @@ def make_trial(
         step_times_ms=list(step_times_ms),
         **values,
     )
+
+
+# A command workload whose outcome is set per trial: it fails (a non-finite loss, which the
+# default patterns know) when `pattern[seed]` is "1". Trial k has seed k, so which trials fail
+# is known in advance (adaptive trials, executors compared on the same outcomes).
+SEEDED_OUTCOME_SCRIPT = (
+    "import sys, time\n"
+    "seed, pattern, pause = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])\n"
+    "time.sleep(pause)\n"
+    "print('loss: nan' if pattern[seed] == '1' else 'loss: 1.0')\n"
+)
+
+
+def adaptive_recipe(
+    path: Path, patterns: Mapping[str, str], n: int, pause: float = 0.0, **top: Any
+) -> Path:
+    """Write an adaptive recipe (`max_trials` `n`) to `path`: one cell per pattern of
+    `SEEDED_OUTCOME_SCRIPT`, the first the baseline; `top` adds or replaces top-level keys."""
+    cells = [
+        {
+            "name": name,
+            "mitigations": ["none"],
+            "environment": "local",
+            "command_args": [pattern, str(pause)],
+        }
+        for name, pattern in patterns.items()
+    ]
+    recipe = {
+        "schema_version": 1,
+        "workload": {"command": [sys.executable, "-c", SEEDED_OUTCOME_SCRIPT, "{seed}"]},
+        "steps": 1,
+        "adaptive": {"max_trials": n},
+        "confound": {"baseline_cell": next(iter(patterns))},
+        "cells": cells,
+    }
+    path.write_text(yaml.safe_dump({**recipe, **top}))
+    return path

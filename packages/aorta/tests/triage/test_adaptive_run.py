@@ -19,38 +19,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from aorta_testing import adaptive_recipe
 
 AORTA = str(Path(sys.executable).with_name("aorta"))
-# Fails (a non-finite loss, which the default patterns know) when the pattern says so.
-SCRIPT = (
-    "import sys, time\n"
-    "seed, pattern, pause = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])\n"
-    "time.sleep(pause)\n"
-    "print('loss: nan' if pattern[seed] == '1' else 'loss: 1.0')\n"
-)
 
 
 def _recipe(tmp_path: Path, patterns: dict[str, str], n: int, pause: float = 0.0) -> Path:
-    cells = [
-        {
-            "name": name,
-            "mitigations": ["none"],
-            "environment": "local",
-            "command_args": [pattern, str(pause)],
-        }
-        for name, pattern in patterns.items()
-    ]
-    recipe = {
-        "schema_version": 1,
-        "workload": {"command": [sys.executable, "-c", SCRIPT, "{seed}"]},
-        "steps": 1,
-        "adaptive": {"max_trials": n},
-        "confound": {"baseline_cell": next(iter(patterns))},
-        "cells": cells,
-    }
-    path = tmp_path / "recipe.yaml"
-    path.write_text(yaml.safe_dump(recipe))
-    return path
+    return adaptive_recipe(tmp_path / "recipe.yaml", patterns, n, pause)
 
 
 def _aorta(*args: str) -> subprocess.CompletedProcess[str]:
@@ -207,14 +182,3 @@ def test_contradictory_recipes_are_one_line_each(
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
-
-
-def test_an_adaptive_recipe_on_slurm_is_refused_in_one_line(tmp_path: Path) -> None:
-    path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
-    data = yaml.safe_load(path.read_text())
-    path.write_text(yaml.safe_dump({**data, "executor": {"slurm": {"partition": "gpu"}}}))
-    done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert "adaptive: not supported with the SLURM executor (use executor: local)" in done.stderr
-    assert "Traceback" not in done.stderr
-    assert not list((tmp_path / "out").rglob("trial_*.json"))

@@ -1,9 +1,10 @@
 """The SLURM executor without a cluster: settings, their config, trial states, the lost-trial
-cap on oellm-autoexp's fake SLURM, and the CLI's one-line refusals (the real runs are in
-tests/slurm)."""
+cap and adaptive rounds on oellm-autoexp's fake SLURM, and the CLI's one-line refusals (the
+real runs are in tests/slurm)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -357,3 +358,61 @@ def test_the_task_runs_its_trial_once_and_honours_the_stop_rule(
         ("other", 0, True, "running"),
         ("other", 1, False, "stop rule met"),
     ]
+
+
+def _trial_ids(run_dir: Path) -> dict[str, list[int]]:
+    return {
+        cell.name: sorted(int(p.stem.split("_")[1]) for p in cell.glob("trial_*.json"))
+        for cell in sorted((run_dir / "cells").iterdir())
+    }
+
+
+def test_an_adaptive_run_is_submitted_round_by_round_and_ends_with_the_local_trials(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Detached, then resumed after each round: the array tasks are run by hand (the fake
+    SLURM runs nothing), so every step of the rounds is seen."""
+    from aorta_testing import adaptive_recipe
+
+    from aorta.triage.lifecycle import reanalyse, start
+    from aorta.triage.report.reporting import NullMatrixReporter
+    from aorta.triage.run.local import LocalExecutor
+    from aorta.triage.slurm import task
+    from oellm_autoexp.slurm.fake import Timeline
+
+    n = 8  # `same` is out of reach after 4 rounds; `fix` cured, and the baseline stops, after 6
+    patterns = {"baseline": "1" * n, "fix": "0" * n, "same": "1" * n}
+    path = adaptive_recipe(tmp_path / "r.yaml", patterns, n, executor={"slurm": {}})
+    recipe = load_recipe(path)
+    hooks = _fake_hooks(tmp_path, Timeline(run_s=None))
+    quiet = NullMatrixReporter()
+    run_dir, _ = run_on_slurm(recipe, tmp_path / "out", reporter=quiet, hooks=hooks, detach=True)
+    arrays: list[list[tuple[str, int]]] = []
+    while hooks.client.calls["sbatch"] > len(arrays):
+        number = len(arrays) + 1
+        tasks = [
+            (c, t) for c, t in json.loads((run_dir / "slurm" / f"tasks-{number}.json").read_text())
+        ]
+        arrays.append(tasks)
+        # The round is in flight: a resume waits for it, it submits nothing.
+        resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks, detach=True)
+        assert hooks.client.calls["sbatch"] == number
+        if number == 5:  # `same` was decided after round 4: not in progress, `fix` is
+            assert reanalyse(run_dir).in_progress == ("baseline", "fix")
+        for index in range(len(tasks)):
+            assert task.main([str(run_dir), str(number), str(index)]) == 0
+        capsys.readouterr()
+        resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks, detach=True)
+    # One array per round: trial k of every cell the rule kept open.
+    assert arrays == [[(name, k) for name in patterns if name != "same" or k < 4] for k in range(6)]
+    report = resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks)
+    assert report is not None and not report.in_progress
+    assert json.loads((run_dir / "slurm" / "state.json").read_text())["finished"] is True
+
+    local = dataclasses.replace(recipe, executor=None)
+    here = start(local, tmp_path / "local", executor=LocalExecutor(), reporter=quiet, probe=_probe)
+    assert _trial_ids(run_dir) == _trial_ids(here.run_dir)
+    adaptive = json.loads((run_dir / "matrix.json").read_text())["adaptive"]
+    assert adaptive == json.loads((here.run_dir / "matrix.json").read_text())["adaptive"]
+    assert adaptive["cells"]["same"]["stopped"] == "decided not cured"
+    assert adaptive["cells"]["fix"]["stopped"] == "decided cured"

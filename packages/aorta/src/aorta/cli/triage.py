@@ -477,7 +477,7 @@ def _execute(
     if outcome.report is None:
         from aorta.cli.triage_slurm import say_detached
 
-        say_detached(outcome.run_dir)
+        say_detached(outcome.run_dir, adaptive=recipe.adaptive is not None)
         return 0
     report = outcome.report
     errored_trials = sum(row.stats.error_count for row in report.matrix.rows)

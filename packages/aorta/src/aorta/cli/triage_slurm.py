@@ -52,13 +52,21 @@ class QueueLines:
         click.echo(f"aorta triage: slurm: {terminal_text(message)}", err=True)
 
 
-def say_detached(run_dir: Path) -> None:
-    """What to run next after `--detach`."""
+def say_detached(run_dir: Path, *, adaptive: bool = False) -> None:
+    """What to run next after `--detach` (an adaptive run: only its due round went out)."""
     click.echo(f"aorta triage: submitted to SLURM; run directory: {run_dir}")
     click.echo(f"aorta triage: where it stands: aorta triage status {run_dir}")
     from aorta.triage.run.rundir import resume_command
 
-    click.echo(f"aorta triage: watch it and write the matrix: {resume_command(run_dir)}")
+    command = resume_command(run_dir)
+    if adaptive:
+        # Nothing on the cluster applies the rule: a driver has to see each round finish.
+        click.echo(
+            "aorta triage: adaptive: only the round now due was submitted; the next one goes "
+            f"out when a resume sees this one finished ({command} watches every round to the "
+            "end; with --detach it submits the round due and returns)"
+        )
+    click.echo(f"aorta triage: watch it and write the matrix: {command}")
 
 
 def print_status(run_dir: Path) -> int:

@@ -35,6 +35,7 @@ from aorta.triage.recipe.trust import check_run_trust
 from aorta.triage.report.output import MatrixReport, new_run_dir
 from aorta.triage.report.reporting import MatrixReporter, NullMatrixReporter
 from aorta.triage.report.writer import PlotDrawer, write_report
+from aorta.triage.run.adaptive import due_round
 from aorta.triage.run.assemble import build_recipe_matrix, cell_stats
 from aorta.triage.run.executor import Execution, Probe, RunContext, TrialExecutor
 from aorta.triage.run.local import LocalExecutor
@@ -85,12 +86,6 @@ def executor_for(
         if detach:
             raise AortaUsageError("--detach: only with the SLURM executor")
         return LocalExecutor()
-    if recipe.adaptive is not None:
-        # Its rounds are decided one look at a time; the SLURM executor submits every trial
-        # at once as an array, so it could not stop a decided cell.
-        raise AortaUsageError(
-            "adaptive: not supported with the SLURM executor (use executor: local)"
-        )
     from aorta.triage.slurm.executor import SlurmExecutor
 
     return SlurmExecutor(recipe.executor, progress=progress, detach=detach)
@@ -295,10 +290,19 @@ def _slurm_unfinished(run: RunDir, recipe: Recipe) -> bool:
     return not load_state(run.path, {cell.name: cell.trials for cell in recipe.cells}).finished
 
 
-def _in_progress(recipe: Recipe, stats: Sequence[CellStats]) -> tuple[str, ...]:
-    """The cells of an unfinished SLURM run whose trials are not all on disk."""
+def _in_progress(recipe: Recipe, run: RunDir, stats: Sequence[CellStats]) -> tuple[str, ...]:
+    """The cells of an unfinished SLURM run whose trials are not all on disk and that no
+    rule has stopped (their stop rule, or the adaptive rule on the rounds complete so far)."""
+    decided: frozenset[str] = frozenset()
+    if recipe.adaptive is not None:
+        results = {cell.name: trials_on_disk(run.path, cell) for cell in recipe.cells}
+        decided = due_round(recipe, results).stopped
     return tuple(
-        s.name for s in stats if s.trials_run < recipe.cell(s.name).trials and not s.stopped_early
+        s.name
+        for s in stats
+        if s.trials_run < recipe.cell(s.name).trials
+        and not s.stopped_early
+        and s.name not in decided
     )
 
 
@@ -336,7 +340,7 @@ def reanalyse(
             cells_not_run=not_run,
             cell_errors={s.name: s.error for s in stats if s.error},
         )
-        in_progress = _in_progress(recipe, stats) if unfinished else ()
+        in_progress = _in_progress(recipe, run, stats) if unfinished else ()
         report = _report(recipe, run, manifest, stats, in_progress)
         archive_matrix(run_dir, moment)
         write_report(report)

@@ -1,8 +1,14 @@
-"""Adaptive trials in a run: the trial records' outcomes as the adaptive rule reads them."""
+"""Adaptive trials in a run: the trial records' outcomes as the adaptive rule reads them.
+
+`look_before_round` is the local scheduler's step (it runs round after round in one
+process); `due_round` is the same rule read from the trial records alone, for an executor
+that cannot hold the rounds in a loop of its own (SLURM submits one array per round and
+learns what finished from the trial files).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from aorta.runner.models import TrialResult
@@ -41,3 +47,36 @@ def look_before_round(
     if not needing:
         stopping.add(recipe.baseline)
     return AdaptiveLook(frozenset(stopping))
+
+
+@dataclass(frozen=True)
+class DueRound:
+    """Where an adaptive run stands on its trial records: the round now due and who runs it."""
+
+    index: int  # the first round not yet complete (the rule's last round + 1 once it is done)
+    cells: tuple[str, ...]  # the cells that run trial `index`, recipe order; () once done
+    stopped: frozenset[str]  # cells the rule stopped before round `index` (no more trials)
+
+
+def due_round(recipe: Recipe, results: Mapping[str, Sequence[TrialResult]]) -> DueRound:
+    """Replay the rule over the complete rounds of `results` (trial id k = round k): the first
+    round with a trial still to come, or where the rule ended.
+
+    Round k is complete once every cell the rule kept open before it has trial k on disk
+    (an `error` record counts: it is final). The looks are `look_before_round`'s, in the same
+    order, so any executor that runs exactly the due round's trials ends with the trials the
+    local scheduler would have run on the same outcomes.
+    """
+    if recipe.adaptive is None:
+        raise ValueError("due_round: the recipe is not adaptive")
+    rule = AdaptiveRule(max_trials=recipe.adaptive.max_trials, alpha=recipe.confound.alpha)
+    on_disk = {name: {r.trial_id for r in trials} for name, trials in results.items()}
+    stopped: set[str] = set()
+    rounds = max((cell.trials for cell in recipe.cells), default=0)
+    for k in range(rounds):
+        if k > 0:
+            stopped |= look_before_round(rule, recipe, results, k).stopping
+        due = tuple(c.name for c in recipe.cells if c.name not in stopped and k < c.trials)
+        if not due or any(k not in on_disk.get(name, ()) for name in due):
+            return DueRound(k, due, frozenset(stopped))
+    return DueRound(rounds, (), frozenset(stopped))

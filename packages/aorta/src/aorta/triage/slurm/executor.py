@@ -11,6 +11,12 @@ On a resume it re-attaches to the recorded sessions (oellm-autoexp reconciles th
 SLURM first) and submits a new array only for trials that no session holds any more. A trial
 whose resubmission cap is spent becomes an `error` trial (`write_lost_trial`); a trial whose
 JSON is on disk is final whatever SLURM says of its task.
+
+An adaptive run (`adaptive: {max_trials: N}`) is submitted in rounds: one array per round,
+holding trial k of every cell the rule keeps open (`aorta.triage.run.adaptive.due_round`,
+replayed from the trial files at every poll). Once all of round k is on disk the next poll
+submits round k + 1 for the cells still open; a round in flight when the driver stopped is
+waited for on a resume, never resubmitted (its tasks are in a recorded session).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from aorta.triage.layout import RunDir
 from aorta.triage.recipe import Recipe
 from aorta.triage.recipe.executor import SlurmSettings
 from aorta.triage.report.reporting import CellPlan, MatrixReporter
+from aorta.triage.run.adaptive import due_round
 from aorta.triage.run.assemble import cell_stats, stop_rule_met
 from aorta.triage.run.executor import Execution, RunContext
 from aorta.triage.run.local import cell_request
@@ -65,7 +72,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CellQueue:
-    """One cell's trials on SLURM: how many wait, run and are done; failures so far."""
+    """One cell's trials on SLURM: how many wait, run and are done; failures so far.
+
+    A stopped cell's remaining trials (stop rule, adaptive decision) and an adaptive run's
+    later rounds are in none of the counts: they are not queued, and may never run.
+    """
 
     name: str
     pending: int
@@ -225,7 +236,7 @@ class _Driver:
                 self.reporter.trial_started(request, result.trial_id, result.seed)
                 self.reporter.trial_finished(result)
             tally = counts(states, cell.name)
-            open_ = tally[Standing.PENDING] + tally[Standing.RUNNING] + tally[Standing.UNSUBMITTED]
+            open_ = sum(tally[s] for s in _OPEN)
             if not open_ and cell.name not in self.finished_cells:
                 self.finished_cells.add(cell.name)
                 self.reporter.cell_started(index)
@@ -241,16 +252,22 @@ class _Driver:
                     f"resubmitted ({state.resubmitted} of {self.settings.max_resubmits})"
                 )
 
+    def submit_due(self, states: Sequence[TrialState]) -> None:
+        """Submit, as one array, the due trials that no session holds (all of a fixed design's
+        at first; an adaptive run's next round once the last one is on disk)."""
+        missing = [(s.cell, s.trial) for s in states if s.standing is Standing.UNSUBMITTED]
+        if missing:
+            self.submit(missing)
+
     def drive(self, *, detach: bool) -> bool:
-        """Submit what no session holds, then (unless `detach`) poll until all are final.
+        """Submit what is due and no session holds, then (unless `detach`) poll until all
+        are final, submitting each adaptive round as it becomes due.
 
         Returns whether every trial is final.
         """
         self.poll()  # a resume: oellm-autoexp reconciles the sessions with SLURM first
         states, _results = self.observe()
-        missing = [(s.cell, s.trial) for s in states if s.standing is Standing.UNSUBMITTED]
-        if missing:
-            self.submit(missing)
+        self.submit_due(states)
         if detach:
             return False
         while True:
@@ -261,8 +278,13 @@ class _Driver:
             self.report(states, results)
             if all(s.standing in (Standing.DONE, Standing.SKIPPED) for s in states):
                 return True
+            self.submit_due(states)
             self.sleep(self.settings.poll_seconds)
             self.poll()
+
+
+# Standings of a trial that still has to come: its cell is not finished.
+_OPEN = (Standing.UNSUBMITTED, Standing.PENDING, Standing.RUNNING, Standing.LATER)
 
 
 def _store(run_dir: Path) -> SessionStore:
@@ -334,7 +356,13 @@ def observe(
     results = {cell.name: trials_on_disk(run_dir, cell, parsed) for cell in recipe.cells}
     done = {name: {r.trial_id for r in rs} for name, rs in results.items()}
     stopped = {c.name for c in recipe.cells if stop_rule_met(c, results[c.name])}
-    return trial_states(recipe, done, stopped, jobs), results
+    due_until = None
+    if recipe.adaptive is not None:  # only the due round may be submitted
+        due = due_round(recipe, results)
+        stopped |= due.stopped
+        due_until = due.index
+    states = trial_states(recipe, done, stopped, jobs, due_until=due_until)
+    return states, results
 
 
 def _queue(name: str, states: Sequence[TrialState], results: Sequence[TrialResult]) -> CellQueue:
@@ -343,7 +371,7 @@ def _queue(name: str, states: Sequence[TrialState], results: Sequence[TrialResul
         name=name,
         pending=tally[Standing.PENDING] + tally[Standing.UNSUBMITTED],
         running=tally[Standing.RUNNING],
-        done=tally[Standing.DONE] + tally[Standing.SKIPPED],
+        done=tally[Standing.DONE],
         failed=sum(1 for r in results if r.outcome == "failed"),
         errors=sum(1 for r in results if r.errored),
     )

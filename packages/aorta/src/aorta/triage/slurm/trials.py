@@ -22,7 +22,8 @@ from toolkit_core.timestamps import iso_stamp
 class Standing(StrEnum):
     """A trial's place in the SLURM executor's life cycle."""
 
-    UNSUBMITTED = "unsubmitted"  # in no submission (or its session is gone): SLURM lost it
+    UNSUBMITTED = "unsubmitted"  # due, in no submission (or its session is gone): to submit
+    LATER = "later"  # an adaptive run's later round: not due until the rule has looked again
     PENDING = "pending"  # queued, or waiting for a resubmission
     RUNNING = "running"
     DONE = "done"  # its trial JSON is on disk: final, whatever SLURM says
@@ -56,13 +57,21 @@ def trial_states(
     done: Mapping[str, set[int]],
     stopped: set[str],
     jobs: Mapping[tuple[str, int], JobRow],
+    *,
+    due_until: int | None = None,
 ) -> list[TrialState]:
-    """Every trial of `recipe`: `done` = trial ids on disk per cell, `stopped` = cells whose
-    stop rule is met, `jobs` = the latest job row of each (cell, trial)."""
+    """Every trial of `recipe`: `done` = trial ids on disk per cell, `stopped` = cells that
+    get no more trials (stop rule met, or decided by the adaptive rule), `jobs` = the latest
+    job row of each (cell, trial), `due_until` = an adaptive run's round now due (trials
+    after it, in no job, are `LATER`; None: every trial is due)."""
     states = []
     for cell in recipe.cells:
         for trial in range(cell.trials):
-            states.append(_state(cell, trial, done.get(cell.name, set()), stopped, jobs))
+            state = _state(cell, trial, done.get(cell.name, set()), stopped, jobs)
+            later = due_until is not None and trial > due_until
+            if later and state.standing is Standing.UNSUBMITTED:
+                state = TrialState(cell.name, trial, Standing.LATER)
+            states.append(state)
     return states
 
 
