@@ -37,6 +37,20 @@ COMMUTATIVE: Final = frozenset(
     }
 )
 _PURE_PREFIXES: Final = ("arith.", "math.", "ub.")
+# Instruction-scheduling hints (AMD): they tell LLVM's scheduler what it may move across them, or
+# set a wave's issue priority, and touch no memory and no value. Triton 3.6's AMD pipeliner puts
+# them between the loads of a K loop; as unknown writers they pinned every load to its print
+# position. Pure, they are still hashed (name and attributes) but order nothing.
+_SCHEDULING_HINTS: Final = frozenset(
+    {
+        "rocdl.sched.barrier",
+        "rocdl.sched.group.barrier",
+        "rocdl.iglp.opt",
+        "rocdl.s.setprio",
+        "amdgpu.sched_barrier",
+        "amdg.instruction_sched_hint",
+    }
+)
 _PURE_OPS: Final = frozenset(
     {
         "tt.splat",
@@ -77,7 +91,7 @@ _PURE_OPS: Final = frozenset(
         "scf.condition",
         "tt.return",
     }
-)
+) | _SCHEDULING_HINTS
 _READ_OPS: Final = frozenset(
     {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "ttg.local_load", "amdg.buffer_load"}
 )
