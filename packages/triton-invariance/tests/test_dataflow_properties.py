@@ -212,7 +212,11 @@ def test_scheduling_hints_order_no_loads_but_a_barrier_does() -> None:
         "  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>) {\n"
     )
     a, b = "    %x = tt.load %p : !tt.ptr<f32>\n", "    %y = tt.load %q : !tt.ptr<f32>\n"
-    tail = "    %s = arith.subf %x, %y : f32\n    tt.store %p, %s : !tt.ptr<f32>\n    tt.return\n  }\n}\n"
+    tail = (
+        "    %s = arith.subf %x, %y : f32\n"
+        "    tt.store %p, %s : !tt.ptr<f32>\n"
+        "    tt.return\n  }\n}\n"
+    )
 
     def kernel(first: str, second: str, between: str) -> InvarianceData:
         return compute_invariance(head + first + between + second + tail)
