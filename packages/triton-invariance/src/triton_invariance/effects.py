@@ -91,7 +91,7 @@ _PURE_OPS: Final = frozenset(
         "scf.condition",
         "tt.return",
     }
-) | _SCHEDULING_HINTS
+)
 _READ_OPS: Final = frozenset(
     {"tt.load", "tt.descriptor_load", "tt.descriptor_gather", "ttg.local_load", "amdg.buffer_load"}
 )
@@ -132,6 +132,6 @@ def effect_of(name: str) -> int:
         return PURE
     if name in _READ_OPS:
         return READ
-    if name in _STRUCTURAL:
+    if name in _STRUCTURAL or name in _SCHEDULING_HINTS:
         return PURE
     return WRITE
