@@ -17,6 +17,7 @@ from compile_helpers import reparse_with_triton
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from triton_invariance.data import InvarianceData
 from triton_invariance.effects import COMMUTATIVE, READ, WRITE, effect_of
 from triton_invariance.fingerprint import compute_invariance
 
@@ -200,6 +201,35 @@ def test_moving_a_store_across_a_load_changes_the_dag() -> None:
     load2 = "    %y = tt.load %q : !tt.ptr<f32>\n"
     both = compute_invariance(head + load + load2 + tail)
     assert both.fingerprint == compute_invariance(head + load2 + load + tail).fingerprint
+
+
+def test_scheduling_hints_order_no_loads_but_a_barrier_does() -> None:
+    """Triton 3.6's AMD pipeliner prints `rocdl.s.setprio` / `rocdl.sched.barrier` between the
+    loads of a K loop: they touch no memory, so two loads may swap around them (a real
+    `rocdl.s.barrier` still orders them), and the hints themselves are still hashed."""
+    head = (
+        'module attributes {"ttg.num-warps" = 4 : i32, ttg.target = "hip:gfx942"} {\n'
+        "  tt.func public @k(%p: !tt.ptr<f32>, %q: !tt.ptr<f32>) {\n"
+    )
+    a, b = "    %x = tt.load %p : !tt.ptr<f32>\n", "    %y = tt.load %q : !tt.ptr<f32>\n"
+    tail = (
+        "    %s = arith.subf %x, %y : f32\n"
+        "    tt.store %p, %s : !tt.ptr<f32>\n"
+        "    tt.return\n  }\n}\n"
+    )
+
+    def kernel(first: str, second: str, between: str) -> InvarianceData:
+        return compute_invariance(head + first + between + second + tail)
+
+    hints = "    rocdl.s.setprio 1\n    rocdl.sched.barrier 0\n"
+    assert kernel(a, b, hints).fingerprint == kernel(b, a, hints).fingerprint
+    assert kernel(a, b, hints).changed_components(
+        kernel(a, b, hints.replace("setprio 1", "setprio 2"))
+    ) == ["computation_dag_hash"]
+    barrier = "    rocdl.s.barrier\n"
+    assert kernel(a, b, barrier).changed_components(kernel(b, a, barrier)) == [
+        "computation_dag_hash"
+    ]
 
 
 def test_an_op_without_layout_is_a_dag_change_not_a_layout_change(ttgir: TTGIR) -> None:

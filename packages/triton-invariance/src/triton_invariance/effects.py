@@ -37,6 +37,20 @@ COMMUTATIVE: Final = frozenset(
     }
 )
 _PURE_PREFIXES: Final = ("arith.", "math.", "ub.")
+# Instruction-scheduling hints (AMD): they tell LLVM's scheduler what it may move across them, or
+# set a wave's issue priority, and touch no memory and no value. Triton 3.6's AMD pipeliner puts
+# them between the loads of a K loop; as unknown writers they pinned every load to its print
+# position. Pure, they are still hashed (name and attributes) but order nothing.
+_SCHEDULING_HINTS: Final = frozenset(
+    {
+        "rocdl.sched.barrier",
+        "rocdl.sched.group.barrier",
+        "rocdl.iglp.opt",
+        "rocdl.s.setprio",
+        "amdgpu.sched_barrier",
+        "amdg.instruction_sched_hint",
+    }
+)
 _PURE_OPS: Final = frozenset(
     {
         "tt.splat",
@@ -118,6 +132,6 @@ def effect_of(name: str) -> int:
         return PURE
     if name in _READ_OPS:
         return READ
-    if name in _STRUCTURAL:
+    if name in _STRUCTURAL or name in _SCHEDULING_HINTS:
         return PURE
     return WRITE
