@@ -46,15 +46,22 @@ class _NanGradient(torch.autograd.Function):
         return _nan(grad)
 
 
-def injection_target(model: nn.Module, name: str) -> nn.Module:
-    """The module `name` of `model`; `WorkloadConfigError` naming the variable if none."""
+def injection_target(model: nn.Module, name: str, phase: str) -> nn.Module:
+    """The module `name` of `model`; `WorkloadConfigError` naming the variable if none (or,
+    for `weight_grad`, if it has no weight of its own)."""
     try:
-        return model.get_submodule(name)
+        target = model.get_submodule(name)
     except AttributeError:
         raise WorkloadConfigError(
             f"AORTA_FSDP_TEST_INJECT_NAN_MODULE={name!r}: expected a module of the model, "
             "e.g. blocks.0.mlp_in"
         ) from None
+    if phase == "weight_grad" and "weight" not in target._parameters:
+        raise WorkloadConfigError(
+            f"AORTA_FSDP_TEST_INJECT_NAN_MODULE={name!r} with PHASE=weight_grad: expected a "
+            "module with a weight of its own, e.g. blocks.0.mlp_in"
+        )
+    return target
 
 
 def _poison_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
