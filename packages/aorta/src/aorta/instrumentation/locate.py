@@ -132,6 +132,7 @@ class Locator:
         self._params: dict[int, weakref.ref[torch.Tensor]] = {}
         # Parameters whose accumulation hook has run: their gradients are checked there.
         self._accumulated: set[int] = set()
+        self._checked_this_backward: set[tuple[str, str]] = set()
         self._optimizer_steps: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._pending: list[tuple[_Check, torch.Tensor]] = []
         self._forward_pending = False
@@ -238,9 +239,14 @@ class Locator:
         if self.found is not None:
             return
         self._accumulated.add(id(param))
-        if param.grad is not None:
-            module, parameter = self._param_names.get(id(param), _UNNAMED_PARAMETER)
-            self._backward_check(param.grad, module, parameter)
+        name = self._param_names.get(id(param), _UNNAMED_PARAMETER)
+        sharded = callable(getattr(param, "to_local", None))
+        if param.grad is not None and not (sharded and name in self._checked_this_backward):
+            # FSDP2 calls the sharded parameter's hooks after its reduce-scatter, once the
+            # unsharded parameter of the same name has been checked: the sum of the ranks'
+            # gradients is not checked again (a rank whose part was non-finite found it).
+            self._checked_this_backward.add(name)
+            self._backward_check(param.grad, *name)
         # Once per backward pass: read the checks when autograd has finished, while the
         # script still holds its model (a script that stops at a NaN grad norm, then exits,
         # leaves nothing to check at exit).
@@ -252,6 +258,7 @@ class Locator:
 
     def _end_of_backward(self) -> None:
         self._end_of_backward_queued = False
+        self._checked_this_backward.clear()
         self.check_gradients()
 
     def check_gradients(self) -> Location | None:
