@@ -6,12 +6,22 @@
   runs, it is a root: its parent would have run first; its whole tree is named from it) and
   registers a tensor hook on each of the module's inputs that needs a gradient: it checks the
   gradient the module computes for that input (`grad`);
-- a global forward hook that checks the module's floating-point outputs (`output`);
-- batch checks of the accumulated gradients of every named parameter (`grad`), at the end of
-  each backward pass (a callback queued on autograd's engine by a gradient-accumulation hook),
-  when a step ends and before an optimizer step (`check_gradients`): a NaN can live in weight
-  gradients alone (the first layer's input needs no gradient);
+- a global forward hook that checks the module's floating-point outputs (`output`) and
+  watches the parameters the module has just used (under FSDP2 the unsharded ones);
+- a gradient-accumulation hook on every named parameter (`register_post_accumulate_grad_hook`)
+  that checks the parameter's gradient as autograd accumulates it (`grad`, with `parameter`):
+  a NaN can live in weight gradients alone (a loss-scale overflow, a custom autograd Function's
+  weight gradient, the first layer, whose input needs no gradient), and checked there it takes
+  its place in time among the input-gradient checks. It also queues a callback on autograd's
+  engine that reads the checks when the backward pass ends; gradients no such hook saw are
+  checked in one batch then, when a step ends and before an optimizer step
+  (`check_gradients`);
 - an optimizer step post-hook that checks the parameters the optimizer updated (`param`).
+
+Inside a region `torch.compile` is tracing the hooks do nothing: Dynamo would trace them into
+its graph (and fails on the locator's weak dictionaries). A compiled module is checked at its
+boundary (its output, its input gradients) and through its parameters' gradients, which
+autograd accumulates outside the compiled graph.
 
 Why tensor hooks and not `register_module_full_backward_hook`: a global full backward hook
 routes every module's inputs and outputs through a custom autograd Function, after which an
@@ -265,9 +275,8 @@ class Locator:
         """Read the pending checks, then check the gradients no accumulation hook has seen.
 
         Gradients are normally checked as autograd accumulates them (`_after_accumulate`); a
-        gradient set some other way (a wrapper that assigns `.grad` without calling the hook,
-        as FSDP2 before torch 2.8 did for its sharded parameters) is checked here, after the
-        pending checks, which came first.
+        gradient set some other way (a wrapper that assigns `.grad` without calling the
+        parameter's hooks) is checked here, after the pending checks, which came first.
         """
         params = [ref() for key, ref in self._params.items() if key not in self._accumulated]
         grads = [(p.grad, id(p)) for p in params if p is not None and p.grad is not None]
