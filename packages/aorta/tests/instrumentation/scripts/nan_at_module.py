@@ -6,10 +6,11 @@ Before step `--nan-step` the weight of `--module` (default `net.2`) is overwritt
 a corrupted update would leave it: that module's output is the first non-finite tensor of the
 run, at that step (`--phase forward`). With `--phase backward` the module's forward instead
 passes its output through an identity whose gradient is NaN, so the gradient it computes is the
-first non-finite tensor. With `--phase weight_grad` the module (a Linear) runs that step through a
-custom autograd Function whose weight gradient alone is NaN: every activation gradient stays
-finite, and the step's optimizer update is skipped (the grad norm is NaN). The script stops at the first non-finite loss or gradient norm (printing
-`non-finite grad norm at step N` for the latter), like most training loops.
+first non-finite tensor. With `--phase weight_grad` the module (a Linear) runs that step
+through a custom autograd Function whose weight gradient alone is NaN: every activation
+gradient stays finite, and the step's optimizer update is skipped (the grad norm is NaN). The
+script stops at the first non-finite loss or gradient norm (printing `non-finite grad norm at
+step N` for the latter), like most training loops.
 """
 
 import argparse
@@ -70,7 +71,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--nan-step", type=int, default=4)
     parser.add_argument("--module", default="net.2")
-    parser.add_argument("--phase", choices=("forward", "backward", "weight_grad"), default="forward")
+    parser.add_argument(
+        "--phase", choices=("forward", "backward", "weight_grad"), default="forward"
+    )
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     model = Net()
