@@ -171,3 +171,41 @@ def test_a_step_the_grad_scaler_skips_is_still_located() -> None:
         locator.remove()
     assert scaler.get_scale() < 2.0**16  # the step was skipped as an overflow
     _assert_weight_grad(locator.found, "blocks.1.0", step=0)
+
+
+def _compilations(locate: bool, whole: bool) -> int:
+    """How many graphs Dynamo compiles for a module trained 4 steps (with or without locate);
+    `whole`: `torch.compile(model)`, else `model.compile()` (as the fsdp workload compiles
+    its blocks)."""
+    graphs: list[object] = []
+
+    def backend(graph: torch.fx.GraphModule, inputs: object) -> Callable[..., object]:
+        graphs.append(graph)
+        return graph.forward
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Stack()
+    if whole:
+        model = torch.compile(model, backend=backend)
+    else:
+        model.compile(backend=backend)
+    locator = Locator()
+    if locate:
+        locator.install()
+    try:
+        for step in range(4):
+            model(torch.randn(4, 8)).square().mean().backward()
+            locator.end_step(step)
+    finally:
+        locator.remove()
+    return len(graphs)
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_locating_neither_breaks_nor_recompiles_a_compiled_model(whole: bool) -> None:
+    # The locator's hooks, traced into the graph, made Dynamo fail on its weak dictionaries
+    # (`torch.compile(model)`) or guard on its state and recompile, until the recompile limit
+    # made it run the module eagerly: no longer the model under triage.
+    with_locate = _compilations(locate=True, whole=whole)
+    assert with_locate == _compilations(locate=False, whole=whole) == 1

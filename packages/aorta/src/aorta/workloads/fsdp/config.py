@@ -117,12 +117,13 @@ class FsdpConfig:
                 f"{PREFIX}TEST_INJECT_NAN_MODULE needs {PREFIX}TEST_INJECT_NAN_AT_STEP "
                 "(the step at which to inject)"
             )
-        if config.test_inject_nan_phase == "weight_grad" and config.compile:
-            # Dynamo traces the injecting pre-hook and drops the gradient hook it registers:
-            # the trial would run clean and look like a locator that missed.
+        if config.test_inject_nan_module is not None and config.compile:
+            # The injection adds hooks to a module inside a compiled block after it was
+            # compiled, and Dynamo does not guard on them (`skip_nnmodule_hook_guards`): the
+            # trial would run clean and look like a locator that missed.
             raise WorkloadConfigError(
-                f"{PREFIX}TEST_INJECT_NAN_PHASE=weight_grad with {PREFIX}COMPILE=1: expected an "
-                "eager model (the injection cannot reach inside a compiled block)"
+                f"{PREFIX}TEST_INJECT_NAN_MODULE with {PREFIX}COMPILE=1: expected an eager "
+                "model (the injection cannot reach inside a compiled block)"
             )
         return config
 
