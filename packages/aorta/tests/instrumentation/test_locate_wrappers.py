@@ -133,6 +133,30 @@ def test_fsdp2_a_later_activation_gradient_does_not_win(world_of_one: None) -> N
     _assert_weight_grad(_train_two_steps(model, poison), "blocks.1.0")
 
 
+def test_fsdp2_compiled_blocks_weight_gradient_is_located(world_of_one: None) -> None:
+    # Blocks compiled as the fsdp workload compiles them (`Module.compile`): no module hook
+    # runs inside them, so the unsharded parameters are not watched; the sharded parameter's
+    # gradient is checked after its reduce-scatter.
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(0)
+    model = Stack()
+    for block in model.blocks:
+        fully_shard(block)
+        block.compile(backend="aot_eager")
+    fully_shard(model)
+
+    def poison() -> None:
+        # Fault injection only: FSDP2 has no public handle on the unsharded parameter, and a
+        # hook added inside a compiled block would be ignored.
+        state = model.blocks[1]._get_fsdp_state()  # type: ignore[operator]
+        params = state._fsdp_param_group.fsdp_params
+        (weight,) = [p for p in params if p._param_fqn.endswith("0.weight")]
+        weight._unsharded_param.register_hook(_nan_grad)
+
+    _assert_weight_grad(_train_two_steps(model, poison), "blocks.1.0")
+
+
 def test_ddp_weight_gradient_is_located_under_the_model_s_own_name(world_of_one: None) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
