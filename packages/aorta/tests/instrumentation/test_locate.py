@@ -158,3 +158,81 @@ def test_in_place_ops_on_module_outputs_still_work_and_are_located() -> None:
         locator.remove()
     assert locator.found is not None
     assert (locator.found.step, locator.found.module, locator.found.phase) == (1, "last", "forward")
+
+
+def _nan_grad(grad: torch.Tensor) -> torch.Tensor:
+    return grad * math.nan
+
+
+class NanInputGradient(torch.autograd.Function):
+    """Identity forward; the gradient it passes on is NaN."""
+
+    @staticmethod
+    def forward(ctx: object, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.clone()
+
+    @staticmethod
+    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
+        return _nan_grad(grad)
+
+
+def _located_backward(model: torch.nn.Module, x: torch.Tensor) -> Locator:
+    """One forward and backward pass of `model` under a fresh locator, step 0."""
+    locator = Locator()
+    locator.install()
+    try:
+        model(x).sum().backward()
+        locator.end_step(0)
+    finally:
+        locator.remove()
+    return locator
+
+
+def test_a_weight_gradient_alone_is_located_at_its_parameter() -> None:
+    # body.2's weight gradient turns NaN; every activation gradient stays finite.
+    torch.manual_seed(0)
+    model = Net()
+    model.body[2].weight.register_hook(_nan_grad)
+    x = torch.randn(16, 4, requires_grad=True)
+    found = _located_backward(model, x).found
+    assert found is not None
+    assert (found.step, found.module, found.phase, found.tensor, found.parameter) == (
+        0,
+        "body.2",
+        "backward",
+        "grad",
+        "weight",
+    )
+    assert found.shape == (1, 8)
+    assert x.grad is not None and bool(torch.isfinite(x.grad).all())
+
+
+def test_the_first_non_finite_gradient_in_time_wins() -> None:
+    # Backward runs body.2 before body.0. body.2's weight gradient goes NaN first; later the
+    # gradient body.0 computes for its input goes NaN too: the weight gradient is the location.
+    torch.manual_seed(0)
+    model = Net()
+    model.body[2].weight.register_hook(_nan_grad)
+    model.body[0].register_forward_hook(lambda m, a, out: NanInputGradient.apply(out))
+    found = _located_backward(model, torch.randn(16, 4, requires_grad=True)).found
+    assert found is not None
+    assert (found.module, found.tensor, found.parameter) == ("body.2", "grad", "weight")
+
+
+def test_an_activation_gradient_before_a_weight_gradient_wins() -> None:
+    # body.2's gradients are finite; the gradient arriving at body.1's output is NaN, so the
+    # gradient body.1 (Tanh, no parameters) computes for its input is the first non-finite
+    # one; body.0's weight gradient, NaN as well, comes later and does not win.
+    torch.manual_seed(0)
+    model = Net()
+    model.body[1].register_forward_hook(lambda m, a, out: NanInputGradient.apply(out))
+    found = _located_backward(model, torch.randn(16, 4, requires_grad=True)).found
+    assert found is not None
+    assert model.body[0].weight.grad is not None
+    assert not bool(torch.isfinite(model.body[0].weight.grad).all())
+    assert (found.module, found.phase, found.tensor, found.parameter) == (
+        "body.1",
+        "backward",
+        "grad",
+        None,
+    )

@@ -38,11 +38,23 @@ def _fsdp(tmp_path: Path, locate: bool, device: str = "cpu", **env: str) -> RunR
     ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)],
 )
 @pytest.mark.parametrize(
-    ("phase", "module", "tensor"),
-    [("forward", "blocks.1.mlp_in", "output"), ("backward", "blocks.0.attn_out", "grad")],
+    ("phase", "module", "tensor", "shape", "parameter"),
+    [
+        ("forward", "blocks.1.mlp_in", "output", [8, 64, 256], None),
+        # The gradient arriving at attn_out is NaN: the one backward op of the Linear makes
+        # its input and its parameters' gradients NaN at once, and autograd accumulates the
+        # parameters' first (they are the first non-finite tensors in time).
+        ("backward", "blocks.0.attn_out", "grad", [64], "bias"),
+    ],
 )
 def test_fsdp_injected_nan_is_located_exactly(
-    tmp_path: Path, phase: str, module: str, tensor: str, device: str
+    tmp_path: Path,
+    phase: str,
+    module: str,
+    tensor: str,
+    shape: list[int],
+    parameter: str | None,
+    device: str,
 ) -> None:
     request = _fsdp(
         tmp_path,
@@ -63,7 +75,40 @@ def test_fsdp_injected_nan_is_located_exactly(
         phase,
         tensor,
     )
-    assert found["dtype"] == "float32" and found["shape"][:2] == [8, 64]
+    assert (found["dtype"], found["shape"], found["parameter"]) == ("float32", shape, parameter)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+@pytest.mark.parametrize("grad_clip", ["0", "1.0"])
+def test_fsdp_weight_gradient_alone_is_located_at_its_parameter(
+    tmp_path: Path, grad_clip: str, device: str
+) -> None:
+    # Only blocks.1.mlp_in's weight gradient turns NaN (every activation gradient stays
+    # finite); clipping then spreads the NaN to every gradient, and the step is not taken.
+    request = _fsdp(
+        tmp_path,
+        True,
+        device,
+        AORTA_FSDP_GRAD_CLIP=grad_clip,
+        AORTA_FSDP_TEST_INJECT_NAN_AT_STEP="3",
+        AORTA_FSDP_TEST_INJECT_NAN_MODULE="blocks.1.mlp_in",
+        AORTA_FSDP_TEST_INJECT_NAN_PHASE="weight_grad",
+    )
+    (result,) = run_trials(request)
+    assert result.outcome == "failed" and result.failed_at_step == 3
+    found = result.first_nonfinite
+    assert found is not None and found["located"], found
+    assert found == {
+        "located": True,
+        "step": 3,
+        "module": "blocks.1.mlp_in",
+        "phase": "backward",
+        "tensor": "grad",
+        "shape": [256, 64],
+        "dtype": "float32",
+        "parameter": "weight",
+    }
 
 
 def test_locate_is_off_by_default_and_a_clean_run_says_none_seen(tmp_path: Path) -> None:
@@ -113,6 +158,23 @@ def test_a_weight_gradient_nan_is_found_at_the_parameter(tmp_path: Path) -> None
         "grad",
     )
     assert found["parameter"] in {"weight", "bias"}
+
+
+def test_a_standalone_script_s_bad_weight_gradient_is_located(tmp_path: Path) -> None:
+    # A custom autograd Function gives net.2 a NaN weight gradient while every activation
+    # gradient stays finite; the script then skips the update and stops.
+    argv = [sys.executable, SCRIPT, "--phase", "weight_grad", "--module", "net.2"]
+    (result,) = run_trials(_command(tmp_path, argv))
+    assert result.outcome == "failed"
+    found = result.first_nonfinite
+    assert found is not None and found["located"], found
+    assert (found["step"], found["module"], found["phase"], found["tensor"]) == (
+        4,
+        "net.2",
+        "backward",
+        "grad",
+    )
+    assert (found["parameter"], found["shape"]) == ("weight", [32, 32])
 
 
 def test_a_process_that_never_imports_torch_is_not_located(tmp_path: Path) -> None:

@@ -27,7 +27,24 @@ def test_bad_values_name_the_variable(variable: str, value: str, expected: str) 
     assert variable in str(info.value)
 
 
-def test_an_unknown_module_fails_before_training() -> None:
+def test_a_module_injection_refuses_a_compiled_model() -> None:
+    environ = {
+        "AORTA_FSDP_TEST_INJECT_NAN_AT_STEP": "1",
+        "AORTA_FSDP_TEST_INJECT_NAN_MODULE": "blocks.0.qkv",
+        "AORTA_FSDP_COMPILE": "1",
+    }
+    with pytest.raises(WorkloadConfigError, match="COMPILE=1: expected an eager model"):
+        FsdpConfig.from_environ(environ)
+
+
+@pytest.mark.parametrize(
+    ("module", "phase", "expected"),
+    [
+        ("blocks.9.qkv", "forward", r"blocks\.9\.qkv'?: expected a module of the model"),
+        ("blocks.0", "weight_grad", r"blocks\.0'? with PHASE=weight_grad: expected a module"),
+    ],
+)
+def test_a_wrong_module_fails_before_training(module: str, phase: str, expected: str) -> None:
     pytest.importorskip("torch")
     from pathlib import Path
 
@@ -37,8 +54,9 @@ def test_an_unknown_module_fails_before_training() -> None:
     environ = {
         "AORTA_FSDP_DEVICE": "cpu",
         "AORTA_FSDP_TEST_INJECT_NAN_AT_STEP": "1",
-        "AORTA_FSDP_TEST_INJECT_NAN_MODULE": "blocks.9.qkv",
+        "AORTA_FSDP_TEST_INJECT_NAN_MODULE": module,
+        "AORTA_FSDP_TEST_INJECT_NAN_PHASE": phase,
     }
     ctx = TrialContext(trial_id=0, seed=0, steps=2, environ=environ, output_dir=Path())
-    with pytest.raises(WorkloadConfigError, match=r"blocks\.9\.qkv"):
+    with pytest.raises(WorkloadConfigError, match=expected):
         run_trial(ctx)

@@ -6,12 +6,22 @@
   runs, it is a root: its parent would have run first; its whole tree is named from it) and
   registers a tensor hook on each of the module's inputs that needs a gradient: it checks the
   gradient the module computes for that input (`grad`);
-- a global forward hook that checks the module's floating-point outputs (`output`);
-- batch checks of the accumulated gradients of every named parameter (`grad`), at the end of
-  each backward pass (a callback queued on autograd's engine by a gradient-accumulation hook),
-  when a step ends and before an optimizer step (`check_gradients`): a NaN can live in weight
-  gradients alone (the first layer's input needs no gradient);
+- a global forward hook that checks the module's floating-point outputs (`output`) and
+  watches the parameters the module has just used (under FSDP2 the unsharded ones);
+- a gradient-accumulation hook on every named parameter (`register_post_accumulate_grad_hook`)
+  that checks the parameter's gradient as autograd accumulates it (`grad`, with `parameter`):
+  a NaN can live in weight gradients alone (a loss-scale overflow, a custom autograd Function's
+  weight gradient, the first layer, whose input needs no gradient), and checked there it takes
+  its place in time among the input-gradient checks. It also queues a callback on autograd's
+  engine that reads the checks when the backward pass ends; gradients no such hook saw are
+  checked in one batch then, when a step ends and before an optimizer step
+  (`check_gradients`);
 - an optimizer step post-hook that checks the parameters the optimizer updated (`param`).
+
+Inside a region `torch.compile` is tracing the hooks do nothing: Dynamo would trace them into
+its graph (and fails on the locator's weak dictionaries). A compiled module is checked at its
+boundary (its output, its input gradients) and through its parameters' gradients, which
+autograd accumulates outside the compiled graph.
 
 Why tensor hooks and not `register_module_full_backward_hook`: a global full backward hook
 routes every module's inputs and outputs through a custom autograd Function, after which an
@@ -130,6 +140,9 @@ class Locator:
         self._names: weakref.WeakKeyDictionary[nn.Module, str] = weakref.WeakKeyDictionary()
         self._param_names: dict[int, tuple[str, str]] = {}  # id -> (module, parameter)
         self._params: dict[int, weakref.ref[torch.Tensor]] = {}
+        # Parameters whose accumulation hook has run: their gradients are checked there.
+        self._accumulated: set[int] = set()
+        self._checked_this_backward: set[tuple[str, str]] = set()
         self._optimizer_steps: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._pending: list[tuple[_Check, torch.Tensor]] = []
         self._forward_pending = False
@@ -195,6 +208,11 @@ class Locator:
     # --- hooks -------------------------------------------------------------------------
 
     def _before_forward(self, module: nn.Module, args: object) -> None:
+        if torch.compiler.is_compiling():
+            # Dynamo traces global hooks into the graph it compiles (and fails on the
+            # locator's weak dictionaries): inside a compiled region nothing is hooked; the
+            # compiled module's own call and its parameters' gradients are checked eagerly.
+            return
         if module not in self._names:
             self._name_tree(module)
         if self.found is None and torch.is_grad_enabled():
@@ -214,21 +232,35 @@ class Locator:
                 self._watch_gradient(param, (cleaned, param_name))
 
     def _watch_gradient(self, param: nn.Parameter, name: tuple[str, str]) -> None:
-        """Name `param`; `check_gradients` reads its gradient at the end of each backward pass."""
+        """Name `param` and check its gradient each time autograd accumulates one."""
         self._param_names[id(param)] = name
         known = self._params.get(id(param))
         if param.requires_grad and (known is None or known() is not param):
             # Weak, and checked by identity: the locator must not keep a finished trial's
             # model alive, and an id can be reused once a tensor is freed.
             self._params[id(param)] = weakref.ref(param)
+            self._accumulated.discard(id(param))
             hook = param.register_post_accumulate_grad_hook  # torch leaves it untyped
             self._handles.append(hook(self._after_accumulate))  # type: ignore[no-untyped-call]
 
     def _after_accumulate(self, param: torch.Tensor) -> None:
-        # Once per backward pass: check every gradient when autograd has finished, while the
+        # The gradient is checked now, in its place among the module input checks: a weight
+        # gradient that went non-finite before any activation gradient is the location.
+        if self.found is not None:
+            return
+        self._accumulated.add(id(param))
+        name = self._param_names.get(id(param), _UNNAMED_PARAMETER)
+        sharded = callable(getattr(param, "to_local", None))
+        if param.grad is not None and not (sharded and name in self._checked_this_backward):
+            # FSDP2 calls the sharded parameter's hooks after its reduce-scatter, once the
+            # unsharded parameter of the same name has been checked: the sum of the ranks'
+            # gradients is not checked again (a rank whose part was non-finite found it).
+            self._checked_this_backward.add(name)
+            self._backward_check(param.grad, *name)
+        # Once per backward pass: read the checks when autograd has finished, while the
         # script still holds its model (a script that stops at a NaN grad norm, then exits,
         # leaves nothing to check at exit).
-        if self.found is None and not self._end_of_backward_queued:
+        if not self._end_of_backward_queued:
             self._end_of_backward_queued = True
             # The engine's public-by-use callback queue (FSDP and DDP use it the same way).
             engine = torch.autograd.Variable._execution_engine
@@ -236,16 +268,17 @@ class Locator:
 
     def _end_of_backward(self) -> None:
         self._end_of_backward_queued = False
+        self._checked_this_backward.clear()
         self.check_gradients()
 
     def check_gradients(self) -> Location | None:
-        """Check the accumulated gradients of every named parameter (after a backward pass).
+        """Read the pending checks, then check the gradients no accumulation hook has seen.
 
-        A NaN can live in weight gradients alone (the first layer's input needs no gradient,
-        so no module hook sees one). Read in one batch, after the pending checks, which came
-        first.
+        Gradients are normally checked as autograd accumulates them (`_after_accumulate`); a
+        gradient set some other way (a wrapper that assigns `.grad` without calling the
+        parameter's hooks) is checked here, after the pending checks, which came first.
         """
-        params = [ref() for ref in self._params.values()]
+        params = [ref() for key, ref in self._params.items() if key not in self._accumulated]
         grads = [(p.grad, id(p)) for p in params if p is not None and p.grad is not None]
         return self._check_batch(grads, "backward", "grad")
 
@@ -290,18 +323,35 @@ class Locator:
         return self._names.get(module) or f"<unnamed {root_label(module)}>"
 
     def _after_forward(self, module: nn.Module, args: object, output: object) -> None:
-        if self.found is None:
-            self._check(output, self._name(module), "forward", "output")
+        if self.found is None and not torch.compiler.is_compiling():
+            name = self._name(module)
+            self._check(output, name, "forward", "output")
             self._forward_pending = True
+            if torch.is_grad_enabled():
+                self._watch_used_parameters(module, name)
+
+    def _watch_used_parameters(self, module: nn.Module, name: str) -> None:
+        """Watch the parameters `module` has just used, where they are not the ones it was
+        named with: FSDP2 swaps each unsharded parameter (the one autograd accumulates into)
+        onto the module for its forward, and back to the sharded one in its own forward hook,
+        which runs after this global one."""
+        for param_name, param in module._parameters.items():
+            if param is not None and param.requires_grad:
+                known = self._params.get(id(param))
+                if known is None or known() is not param:
+                    self._watch_gradient(param, (name, param_name))
 
     def _on_input_gradient(self, name: str, grad: torch.Tensor) -> None:
+        self._backward_check(grad, name, None)
+
+    def _backward_check(self, grad: torch.Tensor, name: str, parameter: str | None) -> None:
         if self._forward_pending:
             # The forward pass is over: read its checks now, once per backward pass, so that
             # a forward NaN is on record before the script prints (and aorta stops it on) a
             # NaN loss.
             self.flush()
         if self.found is None:
-            self._check(grad, name, "backward", "grad")
+            self._check(grad, name, "backward", "grad", parameter)
 
     def _before_optimizer_step(
         self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any

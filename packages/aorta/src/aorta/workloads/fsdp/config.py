@@ -27,7 +27,7 @@ AMP_DTYPES: Final = ("none", "bfloat16", "float16")
 PARAM_DTYPES: Final = ("float32", "bfloat16")
 DEVICES: Final = ("auto", "cpu", "cuda")
 STEP_CLOCKS: Final = ("wall", "cpu")
-INJECT_PHASES: Final = ("forward", "backward")
+INJECT_PHASES: Final = ("forward", "backward", "weight_grad")
 
 # The warm-up default when AORTA_FSDP_WARMUP_STEPS is unset: min(3, steps // 5).
 _AUTO_WARMUP_CAP: Final = 3
@@ -116,6 +116,14 @@ class FsdpConfig:
             raise WorkloadConfigError(
                 f"{PREFIX}TEST_INJECT_NAN_MODULE needs {PREFIX}TEST_INJECT_NAN_AT_STEP "
                 "(the step at which to inject)"
+            )
+        if config.test_inject_nan_module is not None and config.compile:
+            # The injection adds hooks to a module inside a compiled block after it was
+            # compiled, and Dynamo does not guard on them (`skip_nnmodule_hook_guards`): the
+            # trial would run clean and look like a locator that missed.
+            raise WorkloadConfigError(
+                f"{PREFIX}TEST_INJECT_NAN_MODULE with {PREFIX}COMPILE=1: expected an eager "
+                "model (the injection cannot reach inside a compiled block)"
             )
         return config
 
@@ -348,8 +356,9 @@ PARAMETERS: Final[tuple[Parameter, ...]] = (
     _param(
         "TEST_INJECT_NAN_PHASE",
         "forward",
-        "TEST ONLY: where TEST_INJECT_NAN_MODULE injects: forward (the module's output) or "
-        "backward (the gradient the module computes for its input).",
+        "TEST ONLY: where TEST_INJECT_NAN_MODULE injects: forward (the module's output), "
+        "backward (the gradient the module computes for its input) or weight_grad (its "
+        "weight's gradient only; every activation gradient stays finite).",
         _choice(INJECT_PHASES),
     ),
 )

@@ -6,7 +6,11 @@ The locator's tests need a NaN that starts at a known module in a known phase:
   non-finite module output;
 - backward: a forward hook routes the module's output through an identity whose backward
   returns NaN, so the gradient the module computes for its input is the first non-finite
-  gradient (the gradient arriving at the module is still finite).
+  gradient (the gradient arriving at the module is still finite);
+- weight_grad: a forward pre-hook puts a gradient hook on the weight the module is about to
+  use (under FSDP2 the unsharded parameter, the one autograd accumulates into), so only that
+  weight's gradient turns NaN; every activation gradient stays finite, as in a loss-scale
+  overflow confined to one weight gradient.
 
 Module hooks registered here run after PyTorch's global hooks, which is what makes the
 forward case poison the input (a global output check would run before a local output edit).
@@ -21,8 +25,13 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from aorta.errors import WorkloadConfigError
+
+
+def _nan(grad: torch.Tensor) -> torch.Tensor:
+    return grad * math.nan
 
 
 class _NanGradient(torch.autograd.Function):
@@ -34,18 +43,25 @@ class _NanGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        return grad * math.nan
+        return _nan(grad)
 
 
-def injection_target(model: nn.Module, name: str) -> nn.Module:
-    """The module `name` of `model`; `WorkloadConfigError` naming the variable if none."""
+def injection_target(model: nn.Module, name: str, phase: str) -> nn.Module:
+    """The module `name` of `model`; `WorkloadConfigError` naming the variable if none (or,
+    for `weight_grad`, if it has no weight of its own)."""
     try:
-        return model.get_submodule(name)
+        target = model.get_submodule(name)
     except AttributeError:
         raise WorkloadConfigError(
             f"AORTA_FSDP_TEST_INJECT_NAN_MODULE={name!r}: expected a module of the model, "
             "e.g. blocks.0.mlp_in"
         ) from None
+    if phase == "weight_grad" and "weight" not in target._parameters:
+        raise WorkloadConfigError(
+            f"AORTA_FSDP_TEST_INJECT_NAN_MODULE={name!r} with PHASE=weight_grad: expected a "
+            "module with a weight of its own, e.g. blocks.0.mlp_in"
+        )
+    return target
 
 
 def _poison_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -59,12 +75,21 @@ def _nan_gradient(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor
 
 @contextmanager
 def nan_in_module(module: nn.Module, phase: str) -> Iterator[None]:
-    """While the block runs, `module` turns non-finite in `phase` (forward or backward)."""
+    """While the block runs, `module` turns non-finite in `phase` (see the module docstring)."""
+    handles: list[RemovableHandle] = []
+
+    def _nan_weight_gradient(module: nn.Module, args: tuple[Any, ...]) -> None:
+        weight = module.get_parameter("weight")
+        handles.append(weight.register_hook(_nan))  # type: ignore[no-untyped-call]  # untyped
+
     if phase == "forward":
-        handle = module.register_forward_pre_hook(_poison_input)
+        handles.append(module.register_forward_pre_hook(_poison_input))
+    elif phase == "backward":
+        handles.append(module.register_forward_hook(_nan_gradient))
     else:
-        handle = module.register_forward_hook(_nan_gradient)
+        handles.append(module.register_forward_pre_hook(_nan_weight_gradient))
     try:
         yield
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()

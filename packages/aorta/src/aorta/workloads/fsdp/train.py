@@ -301,7 +301,8 @@ def _run_in_group(
     mesh = init_device_mesh(device.type, (setup.world_size,))
     model = build_model(config, mesh, device)
     if config.test_inject_nan_module is not None:
-        injection_target(model, config.test_inject_nan_module)  # a wrong name fails up front
+        # A wrong name fails up front.
+        injection_target(model, config.test_inject_nan_module, config.test_inject_nan_phase)
     optimizer = build_optimizer(config, model)
     data = MarkovTokens(config.vocab_size, config.seq_len, config.data_seed)
     observed = observe(config, setup, device)
@@ -365,7 +366,7 @@ def _module_injection(
     """The test-only NaN in a module (`AORTA_FSDP_TEST_INJECT_NAN_MODULE`) for this update."""
     if not inject or config.test_inject_nan_module is None:
         return nullcontext()
-    target = injection_target(model, config.test_inject_nan_module)
+    target = injection_target(model, config.test_inject_nan_module, config.test_inject_nan_phase)
     return nan_in_module(target, config.test_inject_nan_phase)
 
 
