@@ -99,7 +99,7 @@ def _chance(outlook: Forecast, what: str, max_trials: int) -> str:
     if outlook.certain:
         return "verdict fixed"
     percent = min(99, max(1, round(100 * outlook.probability)))
-    return f"{what} at {max_trials} trials {percent} % likely"
+    return f"{what} at {max_trials} trials {percent} % likely".lstrip()
 
 
 def _likely(outlook: Forecast, trials: int, max_trials: int) -> bool:
@@ -121,7 +121,7 @@ def _rejection(now: Now, max_trials: int, level: float, p: float) -> Decision | 
         return Decision(CURED, reason, p, "rejected")
     worse = forecast(*now, max_trials, level, "rise")
     if _likely(worse, trials, max_trials):
-        reason = f"fails more after {trials} trials ({_chance(worse, 'so', max_trials)})"
+        reason = f"fails more after {trials} trials ({_chance(worse, '', max_trials)})"
         return Decision(NOT_CURED, reason, p, "rejected")
     return None
 
