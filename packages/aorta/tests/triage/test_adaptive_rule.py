@@ -114,3 +114,11 @@ def test_fixed_verdicts_are_the_matrix_rule() -> None:
 def test_a_bad_maximum_is_refused() -> None:
     with pytest.raises(ValueError, match="max_trials"):
         _decide((1, 1), 0, a=(0, 1))
+
+
+def test_with_more_looks_each_look_asks_for_more_certainty() -> None:
+    # 0/5 against 4/5 with N = 40: a cure at 40 trials is 96 % likely, enough for the 95 % of
+    # N = 20 but not for the 97.5 % of twice as many looks.
+    decisions = _decide((4, 5), 40, cure=(0, 5))
+    assert decisions["cure"].verdict == OPEN
+    assert _decide((5, 5), 40, cure=(0, 5))["cure"].verdict == CURED

@@ -8,7 +8,7 @@ remaining trials can go (`aorta.triage.analysis.curtailment`: the predictive pro
 Spiegelhalter, Freedman & Blackburn 1986; stochastic curtailment, Lan, Simon & Halperin 1982):
 
 - `cured`: the chance that the cell's final p-value beats `alpha / (m - r)` with a drop is at
-  least `CURE_CONFIDENCE`, from `CURE_MIN_TRIALS` trials on (`m` cells, `r` of the others
+  least `1 - CURE_DOUBT` (for N = 20; see `_per_look`), from `CURE_MIN_TRIALS` trials on (`m` cells, `r` of the others
   rejected already: a final p below that level is rejected by Holm whatever the rest do, as
   long as those `r` rejections hold), or certain (deterministic curtailment: `verdict fixed`);
 - `not cured`: it fails more (the same test with a rise), or the chance of a final cure
@@ -59,11 +59,20 @@ NOT_CURED: Final = "not cured"
 OPEN: Final = "open"
 RULE: Final = "predictive curtailment"  # matrix.json's `adaptive.rule`
 # Chosen on benchmarks/adaptive_trials.py (N = 20, alpha = 0.05): the most trials saved while
-# the verdicts still agree with the fixed design's in >= 95 % of the simulated matrices.
-CURE_CONFIDENCE: Final = 0.95
+# the verdicts still agree with the fixed design's in >= 95 % of the simulated matrices. The
+# two chances of a wrong stop are for N = REFERENCE_TRIALS looks; with N looks each allows
+# REFERENCE_TRIALS / N of it, so the chances summed over the looks stay about the same (without
+# that, at N = 40 false cures doubled and agreement fell to 93 %).
+REFERENCE_TRIALS: Final = 20
+CURE_DOUBT: Final = 0.05  # a cure is claimed once at least 95 % likely
+FUTILITY_CHANCE: Final = 0.06  # a cell stops as futile once a cure is at most 6 % likely
 CURE_MIN_TRIALS: Final = 5
-FUTILITY_CHANCE: Final = 0.06
 FUTILITY_MIN_FRACTION: Final = 0.15
+
+
+def _per_look(chance: float, max_trials: int) -> float:
+    """`chance` (a wrong stop's, at `REFERENCE_TRIALS` looks) for `max_trials` looks."""
+    return min(0.5, chance * REFERENCE_TRIALS / max_trials)
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,8 @@ def _likely(outlook: Forecast, trials: int, max_trials: int) -> bool:
     """Whether a claim (a rejection, which moves the family's levels) may be made now."""
     if outlook.certain:
         return outlook.probability > 0.5
-    return trials >= min(CURE_MIN_TRIALS, max_trials) and outlook.probability >= CURE_CONFIDENCE
+    doubt = _per_look(CURE_DOUBT, max_trials)
+    return trials >= min(CURE_MIN_TRIALS, max_trials) and outlook.probability >= 1.0 - doubt
 
 
 Now = tuple[tuple[int, int], tuple[int, int]]  # (failures, trials) of the cell, the baseline
@@ -133,13 +143,14 @@ def _futility(now: Now, max_trials: int, level: float, p: float) -> Decision | N
     # Kept by Holm when neither side is likely to reject: a cell that may still fail
     # significantly more is not cured, but that rejection would raise the others' levels.
     rise = forecast(*now, max_trials, level, "rise")
-    holm: Holm = "kept" if rise.probability <= FUTILITY_CHANCE else "unknown"
+    futile = _per_look(FUTILITY_CHANCE, max_trials)
+    holm: Holm = "kept" if rise.probability <= futile else "unknown"
     if chance.certain and chance.probability < 0.5:
         return Decision(NOT_CURED, f"a cure out of reach after {trials} trials", p, holm)
     if (
         trials >= FUTILITY_MIN_FRACTION * max_trials
         and failures > 0
-        and chance.probability <= FUTILITY_CHANCE
+        and chance.probability <= futile
     ):
         reason = f"futile after {trials} trials ({_chance(chance, 'a cure', max_trials)})"
         return Decision(NOT_CURED, reason, p, holm)
