@@ -8,14 +8,15 @@ remaining trials can go (`aorta.triage.analysis.curtailment`: the predictive pro
 Spiegelhalter, Freedman & Blackburn 1986; stochastic curtailment, Lan, Simon & Halperin 1982):
 
 - `cured`: the chance that the cell's final p-value beats `alpha / (m - r)` with a drop is at
-  least `1 - CURE_DOUBT` (for N = 20; see `_per_look`), from `CURE_MIN_TRIALS` trials on (`m` cells, `r` of the others
-  rejected already: a final p below that level is rejected by Holm whatever the rest do, as
-  long as those `r` rejections hold), or certain (deterministic curtailment: `verdict fixed`);
+  least `1 - CURE_DOUBT` (at N = 20; `_per_look` scales it), from `CURE_MIN_TRIALS` trials on
+  (`m` cells, `r` of the others rejected already: a final p below that level is rejected by
+  Holm whatever the rest do, as long as those `r` rejections hold), or certain (deterministic
+  curtailment: `verdict fixed`);
 - `not cured`: it fails more (the same test with a rise), or the chance of a final cure
-  below `alpha / (1 + k)` is at most `FUTILITY_CHANCE` (from `FUTILITY_MIN_FRACTION` of
-  `max_trials` on, once the cell has failed at least once) or zero (a cure out of reach);
-  `k` counts the others kept (no rejection likely either way): Holm tests a cell at
-  `alpha / (m - r)` at best, and `r <= m - 1 - k`;
+  below `alpha / (1 + k)` is at most `FUTILITY_CHANCE` (scaled alike; from
+  `FUTILITY_MIN_FRACTION` of `max_trials` on, once the cell has failed at least once) or zero
+  (a cure out of reach); `k` counts the others kept (no rejection likely either way): Holm
+  tests a cell at `alpha / (m - r)` at best, and `r <= m - 1 - k`;
 - `open`: neither yet; at `max_trials` a cell still open stops with `max trials reached`
   (its p-value lies between its two levels, and Holm rejects none of the cells left so).
 
