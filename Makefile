@@ -57,7 +57,7 @@ lint: $(STAMP)
 # its goal (each script exits 1 then), naming them at the end.
 BENCHMARKS := cli_startup runner_overhead triage_overhead triage_cost triage_false_alarms \
               false_verdicts command_trial locate_overhead invariance_cost invariance_import autoexp_plan \
-              megatron_plan monitor_scale
+              megatron_plan monitor_scale adaptive_trials
 
 bench: $(STAMP)
 	@missed=; for name in $(BENCHMARKS); do \

@@ -3,8 +3,8 @@
 Every trial is a real Python process (a command workload). Which trials fail is set per
 cell by a pattern of 0/1 indexed by the trial's `{seed}` (trial k has seed k), so the
 adaptive rule's course is known in advance: a clear-cut matrix (the baseline fails every
-trial, the mitigation none) is decided early; a borderline one (a cell that neither reaches
-the group-sequential level nor becomes futile) runs to `N`.
+trial, the mitigation none) is decided early; a borderline one (a cell whose N-trial verdict
+stays open to the last trial) runs to `N`.
 """
 
 from __future__ import annotations
@@ -51,17 +51,21 @@ def test_a_clear_cut_matrix_stops_early_and_says_why(tmp_path: Path) -> None:
     done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     run_dir = _run_dir(tmp_path / "out")
-    # 0 of k against k of k: Fisher p beats the O'Brien-Fleming level at k = 6 (p = 0.0022);
-    # the baseline stops with it, as no cell needs it any more.
-    assert _trial_ids(run_dir, "fix") == list(range(6))
-    assert _trial_ids(run_dir, "baseline") == list(range(6))
+    # 0 of k against k of k: at k = 5 a cure at 12 trials is 98 % likely (>= 95 %); the
+    # baseline stops with it, as no cell needs it any more.
+    assert _trial_ids(run_dir, "fix") == list(range(5))
+    assert _trial_ids(run_dir, "baseline") == list(range(5))
     matrix = json.loads((run_dir / "matrix.json").read_text())
     assert matrix["adaptive"]["max_trials"] == n
     assert matrix["adaptive"]["cells"]["fix"]["stopped"] == "decided cured"
-    assert matrix["adaptive"]["cells"]["fix"]["trials"] == 6
+    assert matrix["adaptive"]["cells"]["fix"]["trials"] == 5
+    assert matrix["adaptive"]["rule"] == "predictive curtailment"
     text = (run_dir / "matrix.md").read_text()
     assert "## Adaptive trials" in text
-    assert "| fix | 6 | decided cured | cured after 6 trials |" in text
+    assert (
+        "| fix | 5 | decided cured | cured after 5 trials (a cure at 12 trials 98 % likely) |"
+        in text
+    )
     resolved = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text())
     assert resolved["adaptive"] == {"max_trials": n}
 
@@ -87,8 +91,8 @@ def test_a_cell_without_effect_stops_as_not_cured(tmp_path: Path) -> None:
 
 
 def test_a_borderline_matrix_runs_to_max_trials(tmp_path: Path) -> None:
-    # 1 of 8 against 6 of 8: Fisher p = 0.041, below alpha for a fixed design but not below
-    # the last look's group-sequential level, and never futile on the way.
+    # 1 of 8 against 6 of 8: Fisher p = 0.041, just below alpha; until the last trial the
+    # 8-trial verdict could still go either way (neither 95 % likely nor futile).
     n = 8
     path = _recipe(tmp_path, {"baseline": "11011011", "maybe": "00001000"}, n)
     done = _aorta("--recipe", str(path), "--output-dir", str(tmp_path / "out"))
@@ -97,7 +101,8 @@ def test_a_borderline_matrix_runs_to_max_trials(tmp_path: Path) -> None:
     assert _trial_ids(run_dir, "maybe") == list(range(n))
     assert _trial_ids(run_dir, "baseline") == list(range(n))
     stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["maybe"]
-    assert (stop["stopped"], stop["trials"]) == ("reached max trials", n)
+    assert (stop["stopped"], stop["trials"]) == ("decided cured", n)
+    assert stop["reason"] == "cured after 8 trials (verdict fixed)"
 
 
 def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
@@ -119,7 +124,7 @@ def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     run_dir = _run_dir(tmp_path / "out")
-    assert len(_trial_ids(run_dir, "fix")) < 6  # interrupted before the rule decided
+    assert len(_trial_ids(run_dir, "fix")) < 5  # interrupted before the rule decided
 
     done = subprocess.run(
         [AORTA, "triage", "run", "--resume", str(run_dir)],
@@ -131,8 +136,8 @@ def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     # Exactly where an uninterrupted run stops: the looks were replayed from the trials on disk.
-    assert _trial_ids(run_dir, "fix") == list(range(6))
-    assert _trial_ids(run_dir, "baseline") == list(range(6))
+    assert _trial_ids(run_dir, "fix") == list(range(5))
+    assert _trial_ids(run_dir, "baseline") == list(range(5))
     stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["fix"]
     assert stop["stopped"] == "decided cured"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aorta.triage.analysis.adaptive import DEFAULT_SPENDING
+from aorta.triage.analysis.adaptive import RULE
 from aorta.triage.analysis.adaptive_replay import AdaptiveRule, CellStop, stop_of
 from aorta.triage.analysis.cells import TrialSummary
 from aorta.triage.analysis.matrix import Matrix
@@ -54,7 +54,7 @@ def adaptive_json(matrix: Matrix, recipe: Recipe) -> dict[str, Any] | None:
     return {
         "max_trials": recipe.adaptive.max_trials,
         "alpha": recipe.confound.alpha,
-        "spending": DEFAULT_SPENDING,
+        "rule": RULE,
         "cells": {
             name: {
                 "trials": stop.trials,
@@ -76,8 +76,8 @@ def adaptive_section(matrix: Matrix, recipe: Recipe) -> list[str]:
     lines = [
         "## Adaptive trials",
         "",
-        f"Rounds ran until every cell was decided or had {n} trials (group-sequential Holm "
-        f"rule, {DEFAULT_SPENDING} alpha spending, family-wise alpha {alpha:g}).",
+        f"Rounds ran until every cell was decided or had {n} trials ({RULE}: a cell stops "
+        f"once the {n}-trial Holm verdict at family-wise alpha {alpha:g} is settled).",
         "",
         "| Cell | Trials | Stopped | Why |",
         "|---|---|---|---|",
