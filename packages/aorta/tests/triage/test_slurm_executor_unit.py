@@ -380,12 +380,17 @@ def test_an_adaptive_run_is_submitted_round_by_round_and_ends_with_the_local_tri
     from aorta.triage.slurm import task
     from oellm_autoexp.slurm.fake import Timeline
 
-    n = 8  # `same` is out of reach after 4 rounds; `fix` cured, and the baseline stops, after 6
+    n = 8
     patterns = {"baseline": "1" * n, "fix": "0" * n, "same": "1" * n}
     path = adaptive_recipe(tmp_path / "r.yaml", patterns, n, executor={"slurm": {}})
     recipe = load_recipe(path)
-    hooks = _fake_hooks(tmp_path, Timeline(run_s=None))
     quiet = NullMatrixReporter()
+    # The oracle: the local executor on the same recipe (same outcomes per seed).
+    local = dataclasses.replace(recipe, executor=None)
+    here = start(local, tmp_path / "local", executor=LocalExecutor(), reporter=quiet, probe=_probe)
+    local_trials = {name: len(ids) for name, ids in _trial_ids(here.run_dir).items()}
+    assert local_trials["same"] < local_trials["fix"] < n  # both stop early, `same` first
+    hooks = _fake_hooks(tmp_path, Timeline(run_s=None))
     run_dir, _ = run_on_slurm(recipe, tmp_path / "out", reporter=quiet, hooks=hooks, detach=True)
     arrays: list[list[tuple[str, int]]] = []
     while hooks.client.calls["sbatch"] > len(arrays):
@@ -397,20 +402,21 @@ def test_an_adaptive_run_is_submitted_round_by_round_and_ends_with_the_local_tri
         # The round is in flight: a resume waits for it, it submits nothing.
         resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks, detach=True)
         assert hooks.client.calls["sbatch"] == number
-        if number == 5:  # `same` was decided after round 4: not in progress, `fix` is
+        if number == local_trials["same"] + 1:  # `same` was decided: not in progress, `fix` is
             assert reanalyse(run_dir).in_progress == ("baseline", "fix")
         for index in range(len(tasks)):
             assert task.main([str(run_dir), str(number), str(index)]) == 0
         capsys.readouterr()
         resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks, detach=True)
     # One array per round: trial k of every cell the rule kept open.
-    assert arrays == [[(name, k) for name in patterns if name != "same" or k < 4] for k in range(6)]
+    assert arrays == [
+        [(name, k) for name in patterns if k < local_trials[name]]
+        for k in range(max(local_trials.values()))
+    ]
     report = resume_on_slurm(recipe, run_dir, reporter=quiet, hooks=hooks)
     assert report is not None and not report.in_progress
     assert json.loads((run_dir / "slurm" / "state.json").read_text())["finished"] is True
 
-    local = dataclasses.replace(recipe, executor=None)
-    here = start(local, tmp_path / "local", executor=LocalExecutor(), reporter=quiet, probe=_probe)
     assert _trial_ids(run_dir) == _trial_ids(here.run_dir)
     adaptive = json.loads((run_dir / "matrix.json").read_text())["adaptive"]
     assert adaptive == json.loads((here.run_dir / "matrix.json").read_text())["adaptive"]
