@@ -140,7 +140,7 @@ def test_a_directory_swapped_for_a_planted_link_after_the_check_is_refused(
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(
-        f"{cell / 'trial.json'}: cannot write: its directory {cell} is a symbolic link "
+        f"{cell / 'trial.json'}: cannot write: {cell} is a symbolic link "
         f"(to {elsewhere}) owned by uid {owner}, not by you"
     )
     assert caught.value.exit_code == ExitCode.USAGE

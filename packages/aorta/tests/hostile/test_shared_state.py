@@ -3,18 +3,25 @@
 Trust by ownership (as OpenSSH's StrictModes): `--resume` refuses, in one line and before any
 trial runs, a run directory (or the recipe, signature or SLURM state in it) that another user
 owns or that group or others can write. Read-back variables pass an allowlist, not a denylist:
-every variable the co-tenant attacks used is refused without `--trust-environments`.
+every variable the co-tenant attacks used is refused without `--trust-environments`, and a
+real crafted `.pyc` behind a planted `PYTHONPYCACHEPREFIX` (shown to run when the variable
+reaches an interpreter) never runs on a plain `--resume`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import py_compile
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+import aorta
 from aorta.cli.main import main
 from aorta.runner.models import RunRequest
 from aorta.strict_modes import SharedStateError
@@ -193,6 +200,63 @@ def test_a_planted_pycache_prefix_is_refused_on_resume(
     (line,) = _resume_refused(capsys, str(run_dir))
     assert "cell plugin_fix-local: sets PYTHONPYCACHEPREFIX=" in line
     assert "not in the read-back allowlist" in line
+
+
+def _plant_pyc(prefix: Path, module_file: str, canary: Path) -> Path:
+    """A real crafted bytecode file under the cache prefix `prefix`: the module's own code,
+    followed by a line that writes `canary`. Unchecked-hash bytecode is never compared with
+    its source, so an interpreter with ``PYTHONPYCACHEPREFIX=prefix`` runs it instead."""
+    source = Path(module_file).read_text(encoding="utf-8")
+    evil = prefix / "evil_source.py"
+    prefix.mkdir()
+    evil.write_text(f"{source}\nopen({str(canary)!r}, 'w').write('pwned')\n", encoding="utf-8")
+    saved = sys.pycache_prefix
+    sys.pycache_prefix = str(prefix)  # where `cache_from_source` then looks, as the child will
+    try:
+        cached = importlib.util.cache_from_source(module_file)
+    finally:
+        sys.pycache_prefix = saved
+    py_compile.compile(
+        str(evil),
+        cfile=cached,
+        dfile=module_file,
+        doraise=True,
+        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+    )
+    return Path(cached)
+
+
+def test_a_real_planted_pyc_never_runs_on_resume_without_trust(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    canary = tmp_path / "canary"
+    prefix = tmp_path / "evil-pycache"
+    # Every trial child starts with `python -m aorta.runner.child`: aorta's __init__ comes first.
+    planted = _plant_pyc(prefix, aorta.__file__, canary)
+    assert planted.is_relative_to(prefix)
+    # The attack works: an interpreter given the variable runs the planted code.
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(prefix)}
+    subprocess.run([sys.executable, "-c", "import aorta"], env=env, check=True, timeout=60)
+    assert canary.read_text() == "pwned"
+    canary.unlink()
+    # The run directory's resolved recipe gained the variable, and its mitigation was made
+    # process-scoped, so that the trials run in fresh interpreters, where the variable acts.
+    data = _resolved()
+    for cell in data["cells"]:
+        cell["extra_env"]["PYTHONPYCACHEPREFIX"] = str(prefix)
+        cell["env"]["PYTHONPYCACHEPREFIX"] = str(prefix)
+    data["cells"][1]["mitigations"][0]["process_scoped"] = True
+    run_dir = _run_dir(tmp_path, data)
+    (line,) = _resume_refused(capsys, str(run_dir))
+    assert "sets PYTHONPYCACHEPREFIX=" in line and "--trust-environments" in line
+    assert not canary.exists()
+    assert not any(run_dir.glob("cells/*/trial_*.json"))  # refused before any trial
+    # What the refusal prevented: the user who vouches for it runs the planted code.
+    assert main(["triage", "run", "--resume", str(run_dir), "--trust-environments"]) == 0
+    assert "trusted (--trust-environments): cell plugin_fix-local: sets PYTHONPYCACHEPREFIX" in (
+        capsys.readouterr().err
+    )
+    assert canary.read_text() == "pwned"
 
 
 def test_the_refusal_never_prints_a_secret_it_lists(tmp_path: Path) -> None:

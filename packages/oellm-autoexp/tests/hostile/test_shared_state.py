@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,47 @@ def test_a_planted_submit_cmd_never_runs(tmp_path: Path) -> None:
     api.monitor_once(store, client, session_ids=[session.session_id])
     assert [r.submit_cmd for r in client.requests] == ["sbatch --qos=mine"]
     assert not canary.exists()
+
+
+def _fake_slurm(tmp_path: Path) -> Path:
+    """`sbatch` (records its argv, answers a job id), `squeue` and `sacct` on a PATH of their
+    own: the real SLURM client runs them as it would on a cluster."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scripts = {
+        "sbatch": f'echo "$@" >> {tmp_path / "sbatch.argv"}\necho 4242\n',
+        "squeue": "echo '{\"jobs\": []}'\n",
+        "sacct": "exit 0\n",
+    }
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_monitor_session_without_a_config_never_runs_a_planted_submit_cmd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    canary = tmp_path / "pwned"
+    state, session = _planted(tmp_path)
+    path = state / f"{session.session_id}.json"
+    data = json.loads(path.read_text())
+    data["config"]["slurm"]["submit_cmd"] = f"sh -c 'touch {canary}' planted"
+    path.write_text(json.dumps(data))
+    path.chmod(0o600)  # the user's own file, no one else can write: ownership passes
+    bin_dir = _fake_slurm(tmp_path)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    # The planted command is a working submit command: run, it would touch the canary.
+    probe = tmp_path / "probe"
+    subprocess.run(["sh", "-c", f"touch {probe}", "planted", "--parsable"], check=True)
+    assert probe.exists()
+    argv = ["monitor", "--monitor-session", session.session_id, "--state-dir", str(state)]
+    main([*argv, "--once"])
+    assert not canary.exists()
+    # The job was submitted, with this machine's default submit command.
+    (submitted,) = (tmp_path / "sbatch.argv").read_text().splitlines()
+    assert submitted.endswith(str(tmp_path / "out" / "plans" / "job0.sbatch"))
+    assert "replaced by 'sbatch'" in caplog.text
 
 
 def test_monitor_with_config_submits_with_the_configs_submit_cmd(

@@ -4,26 +4,25 @@ A reader never sees a half-written file, and a crash leaves at most a stray temp
 directory is fsynced after the rename as well as the file before it: without that, a power loss
 right after a write can lose the rename itself (ext4, XFS), so a result reported as written
 would be gone. `overwrite=False` (the default) never replaces an earlier file: results are kept.
-The directory is opened once, without following a link in its place that another user owns
-(`O_NOFOLLOW`, then the link's owner), and the temp file, the rename and the fsync all go through
-that descriptor (`openat`): a directory swapped for a planted symlink between a caller's check
-and the write cannot send the file elsewhere, nor can a swap during the write.
+The directory is walked from "/" one component at a time (`paths.open_directory`: openat
+with O_NOFOLLOW, a link followed only where no one else could have planted it), and the temp
+file, the rename and the fsync all go through the descriptor of the last one: a component
+swapped for a planted symlink between a caller's check and the write cannot send the file
+elsewhere, nor can a swap during the write. `directory()` holds one walked directory for a
+batch of writes into it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 from toolkit_core.errors import OutputExistsError, OutputWriteError, UsageError
-from toolkit_core.ownership import ownership_problem
-from toolkit_core.paths import make_dirs_inside
+from toolkit_core.paths import make_dirs_inside, open_directory
 
 __all__ = [
     "create_run_dir",
@@ -95,78 +94,42 @@ def open_text_atomic(
 def _open_atomic(
     path: Path, how: str, *, overwrite: bool, mode: int | None, fsync: bool
 ) -> Iterator[Any]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    dir_fd = _open_directory(path)
-    tmp = f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    dir_fd = open_directory(path.parent, create=True, naming=path)
     try:
-        # Created with 0666 and the umask of this moment, as an ordinary open() would (mkstemp's
-        # 0600 would hide results from a team sharing the directory); an explicit `mode` is
-        # exact and set before any byte is written, so a secret is never readable under a
-        # wider mode. Every step names the file relative to `dir_fd`: a link swapped in for
-        # the directory after it was opened cannot redirect the temp file, the rename or link.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(tmp, flags, 0o666, dir_fd=dir_fd)
-        try:
-            encoding = None if "b" in how else "utf-8"
-            with os.fdopen(fd, how, encoding=encoding) as handle:
-                if mode is not None:
-                    os.fchmod(handle.fileno(), mode)
-                yield handle
-                handle.flush()
-                if fsync:
-                    os.fsync(handle.fileno())
-            _publish(tmp, path, dir_fd, overwrite=overwrite)
-            if fsync:
-                os.fsync(dir_fd)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp, dir_fd=dir_fd)
+        with _open_in(dir_fd, path, how, overwrite=overwrite, mode=mode, fsync=fsync) as handle:
+            yield handle
     finally:
         os.close(dir_fd)
 
 
-def _open_directory(path: Path) -> int:
-    """A descriptor of `path`'s directory; a symbolic link in its place is followed only if
-    this user (or root) owns it.
-
-    A link someone else planted (``cells/<cell> -> /elsewhere``, swapped in after the caller's
-    checks) is refused, as `toolkit_core.ownership` judges links: by their owner. A link of the
-    user's own (``results -> /lustre/me/results``) is their choice and followed, by the target
-    read from the very link whose owner was checked.
-    """
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+@contextlib.contextmanager
+def _open_in(
+    dir_fd: int, path: Path, how: str, *, overwrite: bool, mode: int | None, fsync: bool
+) -> Iterator[Any]:
+    """The temp file of `path` in the directory held by `dir_fd`, published when done."""
+    tmp = f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    # Created with 0666 and the umask of this moment, as an ordinary open() would (mkstemp's
+    # 0600 would hide results from a team sharing the directory); an explicit `mode` is
+    # exact and set before any byte is written, so a secret is never readable under a
+    # wider mode. Every step names the file relative to `dir_fd`: a link swapped in for
+    # the directory after it was opened cannot redirect the temp file, the rename or link.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o666, dir_fd=dir_fd)
     try:
-        return os.open(path.parent, flags | os.O_NOFOLLOW)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
-        target = _own_link_target(path, exc)
-    return os.open(path.parent.parent / target, flags)
-
-
-def _own_link_target(path: Path, refused: OSError) -> str:
-    """The target of the link at `path.parent`; `OutputWriteError` if another user owns it,
-    `refused` again if it is no link (a file where the directory goes)."""
-    try:
-        link_fd = os.open(path.parent, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        raise refused from None
-    try:
-        info = os.fstat(link_fd)
-        if not stat.S_ISLNK(info.st_mode):
-            raise refused
-        target = os.readlink("", dir_fd=link_fd)
+        encoding = None if "b" in how else "utf-8"
+        with os.fdopen(fd, how, encoding=encoding) as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
+            yield handle
+            handle.flush()
+            if fsync:
+                os.fsync(handle.fileno())
+        _publish(tmp, path, dir_fd, overwrite=overwrite)
+        if fsync:
+            os.fsync(dir_fd)
     finally:
-        os.close(link_fd)
-    problem = ownership_problem(info, os.geteuid())
-    if problem is not None:
-        error = OutputWriteError(
-            f"{path}: cannot write: its directory {path.parent} is a symbolic link (to {target}) "
-            f"{problem}; refusing to write through it"
-        )
-        error.errno = refused.errno
-        raise error
-    return target
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
 
 
 def _publish(tmp: str, path: Path, dir_fd: int, *, overwrite: bool) -> None:

@@ -85,6 +85,19 @@ class PathError(UsageError):
         super().__init__(f"{path} {problem}" if sentence else f"{path}: {problem}")
 
 
+class UnsafePathError(PathError, OutputWriteError):
+    """A write refused because its path goes through a symbolic link that someone else could
+    have planted or swapped (`paths.open_directory`).
+
+    Both a `PathError` (the path and the problem apart) and an `OutputWriteError` with `errno`
+    set, so that every caller of the atomic writes reports it as the failed write it is.
+    """
+
+    def __init__(self, path: Path, problem: str, error_number: int) -> None:
+        super().__init__(path, problem)
+        self.errno = error_number
+
+
 class FileTooLargeError(PathError):
     """A file larger than the limit its reader allows (`size` and `limit` in bytes)."""
 

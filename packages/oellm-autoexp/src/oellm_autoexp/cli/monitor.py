@@ -60,24 +60,28 @@ def _store(
     *,
     allow_shared_writable: bool = False,
 ) -> SessionStore:
-    """The sessions' store; with CONFIG, its sessions submit with CONFIG's `slurm.submit_cmd`
-    whatever their files say (`persistence.trust`)."""
+    """The sessions' store. Its sessions submit with CONFIG's `slurm.submit_cmd`, or without a
+    CONFIG with this machine's default (`sbatch`), never with the command their files record:
+    execution settings never come from state (`persistence.trust`)."""
+    from oellm_autoexp.config.schema import SlurmConfig
     from oellm_autoexp.persistence import SessionStore
 
-    shared = allow_shared_writable
-    if state_dir is not None:
-        return SessionStore(state_dir, allow_shared_writable=shared)
-    if config is not None:
+    if config is None:
+        store = SessionStore(state_dir or Path.cwd() / "monitoring_state")
+        store.submit_cmd = SlurmConfig.submit_cmd
+    else:
         from oellm_autoexp.api import store_for_config
         from oellm_autoexp.config.loader import dump_config, load_config
         from oellm_autoexp.planning import output_root
 
         root = load_config(config, overrides).root
-        store = store_for_config(dump_config(root), output_root(root))
+        if state_dir is not None:
+            store = SessionStore(state_dir)
+        else:
+            store = store_for_config(dump_config(root), output_root(root))
         store.submit_cmd = root.slurm.submit_cmd
-        store.allow_shared_writable = shared
-        return store
-    return SessionStore(Path.cwd() / "monitoring_state", allow_shared_writable=shared)
+    store.allow_shared_writable = allow_shared_writable
+    return store
 
 
 _allow_shared_option = click.option(

@@ -45,8 +45,9 @@ from oellm_autoexp.monitor.shell_fields import (
     run_with_fields,
 )
 from oellm_autoexp.persistence.intents import (
+    ALREADY_CLAIMED_EXIT,
+    CLAIM_PREFIX,
     PENDING,
-    RECEIPT_PREFIX,
     STARTED,
     Intent,
     Receipts,
@@ -285,9 +286,10 @@ class ActionDispatcher:
         """Run every pending intent of `session` in order, and settle those a crash cut short.
 
         Each is marked started (saved) before its command runs and removed (saved) after. The
-        command's first act is to create its receipt (`persistence.intents.Receipts`), so
-        after a crash a started intent with a receipt ran (not repeated) and one without was
-        never launched (run now): none is lost or run twice.
+        command's shell first claims its receipt with O_EXCL (`persistence.intents`), so
+        after a crash a started intent with a receipt ran (not repeated) and one without is
+        run now, by a shell that runs the command only if the killed monitor's shell did not
+        claim it first: none is lost or run twice.
         """
         receipts = Receipts(store.state_dir, session.session_id)
         for intent in session.intents:
@@ -307,7 +309,7 @@ class ActionDispatcher:
         ]
         if len(session.intents) != before:
             store.save(session)
-        receipts.forget_all_but({i.intent_id for i in session.intents})
+        receipts.forget_settled({i.intent_id for i in session.intents})
         while session.intents:
             intent = session.intents[0]
             intent.state = STARTED
@@ -315,7 +317,6 @@ class ActionDispatcher:
             self._run(self.commands[intent.action], intent, session.session_id, receipts)
             session.intents.pop(0)
             store.save(session)
-            receipts.forget(intent.intent_id)
 
     def _run(self, command: str, intent: Intent, session_id: str, receipts: Receipts) -> None:
         fields = {
@@ -330,13 +331,20 @@ class ActionDispatcher:
         self.ran += 1
         try:
             done = run_with_fields(
-                f"{RECEIPT_PREFIX}{command}",
+                f"{CLAIM_PREFIX}{command}",
                 ACTION_FIELDS,
                 fields,
                 timeout=ACTION_TIMEOUT_S,
             )
         except (ValueError, OSError, subprocess.TimeoutExpired) as exc:
             log.warning("action %s for job %s failed to run: %s", intent.action, intent.job, exc)
+            return
+        if done.returncode == ALREADY_CLAIMED_EXIT and fields["receipt"] in done.stderr:
+            log.warning(
+                "action %s for job %s: launched by a monitor that was stopped; not repeated",
+                intent.action,
+                intent.job,
+            )
             return
         level = logging.INFO if done.returncode == 0 else logging.WARNING
         log.log(

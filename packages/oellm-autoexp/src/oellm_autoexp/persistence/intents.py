@@ -7,15 +7,21 @@ action lost them for good (the text that produced them is behind the saved offse
 1. the actions of a poll are written into the session as *pending* intents in the same atomic
    write as the log offset (`record_intents`; the controller marks the session dirty);
 2. before an intent's command runs it is marked *started* and the session saved; the
-   command's shell first creates the intent's receipt file (`Receipts`);
+   command's shell first *claims* the intent's receipt file: it creates it with ``O_EXCL``
+   (bash's noclobber, `set -C`) and runs the command only if it was the one that created it
+   (`CLAIM_PREFIX`, `Receipts`);
 3. once the command returned, the intent is removed and the session saved.
 
 After a crash, a pending intent runs (nothing of it happened yet). A started one with a
 receipt is not repeated: its command was launched, and finishes on its own (commands are not
-tied to the monitor's life); it is reported as interrupted. A started one without a receipt
-never got as far as its shell, and runs now. `tests/hostile/test_monitor_never_blind.py` kills
-the monitor at random moments. Left: a shell that was forked but has not yet created its
-receipt when the restarted monitor looks (a restart takes far longer than that).
+tied to the monitor's life); it is reported as interrupted. A started one without a receipt is
+run again, and here is why that never runs it twice: a shell the killed monitor had already
+forked, which has not yet claimed the receipt, races the new one for the same ``O_EXCL``
+create, and exactly one of them wins and runs the command; the other exits with
+`ALREADY_CLAIMED_EXIT` without running it. Receipts of settled intents are kept for
+`RECEIPT_KEEP_S` before they are removed, so that such a late shell still finds the claim.
+`tests/hostile/test_monitor_never_blind.py` SIGKILLs the monitor at random moments and, with a
+shell held between its fork and its claim, exactly at the racy point.
 """
 
 from __future__ import annotations
@@ -23,14 +29,16 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = [
+    "ALREADY_CLAIMED_EXIT",
+    "CLAIM_PREFIX",
     "PENDING",
-    "RECEIPT_PREFIX",
     "STARTED",
     "Intent",
     "Receipts",
@@ -38,8 +46,18 @@ __all__ = [
     "record_intents",
 ]
 
-# The first thing an action's shell does: create its receipt (`$AUTOEXP_RECEIPT`).
-RECEIPT_PREFIX = ': > "$AUTOEXP_RECEIPT"; '
+# The first thing an action's shell does: claim its receipt (`$AUTOEXP_RECEIPT`). With
+# noclobber, bash's `>` opens a new file with O_CREAT|O_EXCL: of two shells for one intent
+# (one forked by a monitor that was killed, one by its successor) exactly one creates it and
+# runs the command; the other exits with EX_TEMPFAIL, the command not run. noclobber is then
+# turned off again: the command gets the shell's defaults.
+ALREADY_CLAIMED_EXIT = 75
+CLAIM_PREFIX = f'set -C; : > "$AUTOEXP_RECEIPT" || exit {ALREADY_CLAIMED_EXIT}; set +C; '
+
+# How long the receipt of a settled intent is kept: a shell forked for it that has not yet
+# claimed it (its monitor killed in between) must still find it claimed. A shell stalled
+# between its fork and its first command for longer is not a credible case.
+RECEIPT_KEEP_S = 3600.0
 
 # More stray receipts than this in one folder are not looked at (a planted flood).
 _MAX_RECEIPTS = 10_000
@@ -140,8 +158,8 @@ def record_intents(intents: list[Intent], session_id: str, actions: Iterable[_Ac
 
 
 class Receipts:
-    """`<state_dir>/<session_id>.receipts/<intent_id>`: created by an action's own shell, so
-    their presence says the action was launched."""
+    """`<state_dir>/<session_id>.receipts/<intent_id>`: created (O_EXCL) by the one shell of
+    an action that runs its command, so their presence says the action was launched."""
 
     def __init__(self, state_dir: Path, session_id: str) -> None:
         self.folder = Path(state_dir) / f"{session_id}.receipts"
@@ -155,18 +173,17 @@ class Receipts:
         """Whether the action of `intent_id` was launched."""
         return (self.folder / intent_id).is_file()
 
-    def forget(self, intent_id: str) -> None:
-        """Drop a settled intent's receipt."""
-        with contextlib.suppress(FileNotFoundError):
-            (self.folder / intent_id).unlink()
-
-    def forget_all_but(self, keep: Set[str]) -> None:
-        """Drop receipts of intents that are settled (a crash after the save, before the drop)."""
+    def forget_settled(self, keep: Set[str]) -> None:
+        """Drop receipts older than `RECEIPT_KEEP_S` of intents not in `keep` (settled)."""
         if not self.folder.is_dir():
             return
+        cutoff = time.time() - RECEIPT_KEEP_S
         with os.scandir(self.folder) as entries:
             for count, entry in enumerate(entries):
                 if count >= _MAX_RECEIPTS:
                     break
-                if entry.name not in keep:
-                    self.forget(entry.name)
+                if entry.name in keep:
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        Path(entry.path).unlink()

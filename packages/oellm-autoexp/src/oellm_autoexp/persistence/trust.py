@@ -10,7 +10,8 @@ plant one. So, as OpenSSH's StrictModes does for `~/.ssh`:
 - the settings that say *how* to execute come from the caller's current config, never from the
   file: with a pinned `submit_cmd` the session's recorded one is replaced (and the difference
   logged), and with a `scripts_root` every script a job would submit must lie inside it
-  (`pin_execution`).
+  (`pin_execution`). The CLI always pins: CONFIG's `slurm.submit_cmd`, or without a CONFIG
+  (`monitor --monitor-session ID`) this machine's default, `sbatch`.
 
 aorta's `strict_modes` applies the same rule to its run directories; the judgement itself is
 `toolkit_core.ownership` (the packages do not import each other, see docs/architecture.md).
@@ -72,8 +73,8 @@ def pin_execution(
         recorded = slurm.get("submit_cmd")
         if recorded not in (None, submit_cmd):
             log.warning(
-                "%s: slurm.submit_cmd %r replaced by %r from the current config "
-                "(commands never come from state)",
+                "%s: slurm.submit_cmd %r replaced by %r (commands never come from state: "
+                "give monitor the experiment CONFIG to submit with its slurm.submit_cmd)",
                 path,
                 recorded,
                 submit_cmd,
