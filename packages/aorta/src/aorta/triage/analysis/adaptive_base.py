@@ -8,7 +8,7 @@ procedure does: with `m` cells and `r` of the others rejected, a p-value below
 kept, one at or above `alpha / (1 + k)` is kept (the keep level). `step_down` owns that
 bookkeeping; a rule's `Judge` only says what its evidence supports at those levels.
 
-A leaf (stats only): the recipe model reads `ADAPTIVE_RULES` from here.
+A leaf (stats only): the recipe reads the rules' names and the default from here.
 """
 
 from __future__ import annotations
