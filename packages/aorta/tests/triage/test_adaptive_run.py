@@ -24,8 +24,11 @@ from aorta_testing import adaptive_recipe
 AORTA = str(Path(sys.executable).with_name("aorta"))
 
 
-def _recipe(tmp_path: Path, patterns: dict[str, str], n: int, pause: float = 0.0) -> Path:
-    return adaptive_recipe(tmp_path / "recipe.yaml", patterns, n, pause)
+def _recipe(
+    tmp_path: Path, patterns: dict[str, str], n: int, pause: float = 0.0, rule: str | None = None
+) -> Path:
+    top = {} if rule is None else {"adaptive": {"max_trials": n, "rule": rule}}
+    return adaptive_recipe(tmp_path / "recipe.yaml", patterns, n, pause, **top)
 
 
 def _aorta(*args: str) -> subprocess.CompletedProcess[str]:
@@ -66,15 +69,20 @@ def test_a_clear_cut_matrix_stops_early_and_says_why(tmp_path: Path) -> None:
         "| fix | 5 | decided cured | cured after 5 trials (a cure at 12 trials 98 % likely) |"
         in text
     )
+    assert "measured at or below alpha on simulated matrices, not guaranteed" in text
+    assert matrix["adaptive"]["family_wise_bound"] == "measured"
     resolved = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text())
-    assert resolved["adaptive"] == {"max_trials": n}
+    assert resolved["adaptive"] == {"max_trials": n, "rule": "curtailment"}
 
 
 def test_the_dry_run_says_the_run_is_adaptive(tmp_path: Path) -> None:
     path = _recipe(tmp_path, {"baseline": "1111", "fix": "0000"}, 4)
     done = _aorta("--recipe", str(path), "--dry-run")
     assert done.returncode == 0, done.stderr
-    assert "adaptive: rounds until every cell is decided, at most 4 trials per cell" in done.stdout
+    assert (
+        "adaptive: rounds until every cell is decided, at most 4 trials per cell "
+        "(rule: curtailment)" in done.stdout
+    )
     assert "fix: mitigations=none environment=local trials<=4 " in done.stdout
 
 
@@ -105,9 +113,8 @@ def test_a_borderline_matrix_runs_to_max_trials(tmp_path: Path) -> None:
     assert stop["reason"] == "cured after 8 trials (verdict fixed)"
 
 
-def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
-    n = 12
-    path = _recipe(tmp_path, {"baseline": "1" * n, "fix": "0" * n}, n, pause=0.3)
+def _interrupt_then_resume(tmp_path: Path, path: Path) -> Path:
+    """Start the run of `path`, Ctrl-C it after two trials of `fix`, resume it; its run dir."""
     proc = subprocess.Popen(
         [AORTA, "triage", "run", "--recipe", str(path), "--output-dir", str(tmp_path / "out")],
         stdout=subprocess.PIPE,
@@ -135,11 +142,39 @@ def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
         env=os.environ,
     )
     assert done.returncode == 0, done.stderr
+    return run_dir
+
+
+def test_a_resumed_adaptive_run_continues_the_same_rule(tmp_path: Path) -> None:
+    n = 12
+    path = _recipe(tmp_path, {"baseline": "1" * n, "fix": "0" * n}, n, pause=0.3)
+    run_dir = _interrupt_then_resume(tmp_path, path)
     # Exactly where an uninterrupted run stops: the looks were replayed from the trials on disk.
     assert _trial_ids(run_dir, "fix") == list(range(5))
     assert _trial_ids(run_dir, "baseline") == list(range(5))
     stop = json.loads((run_dir / "matrix.json").read_text())["adaptive"]["cells"]["fix"]
     assert stop["stopped"] == "decided cured"
+
+
+def test_an_alpha_spending_run_stops_by_its_rule_also_after_a_resume(tmp_path: Path) -> None:
+    n = 12
+    rule = "alpha-spending"
+    path = _recipe(tmp_path, {"baseline": "1" * n, "fix": "0" * n}, n, pause=0.3, rule=rule)
+    run_dir = _interrupt_then_resume(tmp_path, path)
+    resolved = yaml.safe_load((run_dir / "recipe.resolved.yaml").read_text())
+    assert resolved["adaptive"] == {"max_trials": n, "rule": rule}
+    # 0 of k against k of k: Fisher p = 0.0079 at k = 5 misses the fifth look's O'Brien-Fleming
+    # level (0.0022 of 12 looks), p = 0.0022 at k = 6 meets the sixth's (0.0047); curtailment
+    # would have stopped at 5 (the resumed run kept the rule it started with).
+    assert _trial_ids(run_dir, "fix") == list(range(6))
+    assert _trial_ids(run_dir, "baseline") == list(range(6))
+    matrix = json.loads((run_dir / "matrix.json").read_text())
+    assert matrix["adaptive"]["rule"] == "alpha spending (O'Brien-Fleming-type)"
+    assert matrix["adaptive"]["family_wise_bound"] == "guaranteed"
+    assert matrix["adaptive"]["cells"]["fix"]["reason"] == "cured after 6 trials"
+    text = (run_dir / "matrix.md").read_text()
+    assert "is at most 0.05 by construction, over all the looks" in text
+    assert "| fix | 6 | decided cured | cured after 6 trials |" in text
 
 
 @pytest.mark.parametrize(
@@ -175,6 +210,10 @@ def test_contradictory_flags_are_one_usage_error(extra: tuple[str, ...], message
         ({"trials": 5}, "trials: with adaptive, every cell's trials is adaptive.max_trials (4)"),
         ({"adaptive": {"max_trials": 0}}, "adaptive.max_trials: expected a positive integer"),
         ({"adaptive": {"max": 3}}, "adaptive"),
+        (
+            {"adaptive": {"max_trials": 4, "rule": "bayes"}},
+            "adaptive.rule: expected one of curtailment, alpha-spending, got 'bayes'",
+        ),
     ],
 )
 def test_contradictory_recipes_are_one_line_each(
@@ -187,3 +226,37 @@ def test_contradictory_recipes_are_one_line_each(
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ("--until-decided", "--max-trials", "4", "--adaptive-rule", "bayes"),
+            "Invalid value for '--adaptive-rule': 'bayes' is not one of 'curtailment', "
+            "'alpha-spending'",
+        ),
+        (
+            ("--trials", "4", "--adaptive-rule", "alpha-spending"),
+            "--adaptive-rule: only with --until-decided (an adaptive run)",
+        ),
+    ],
+)
+def test_a_bad_adaptive_rule_flag_is_one_usage_error(extra: tuple[str, ...], message: str) -> None:
+    done = _aorta(
+        "--mode", "matrix", "--mitigation-axis", "none", "--environment-axis", "local",
+        *extra, "--dry-run", "--", sys.executable, "-c", "pass",
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_adaptive_rule_flag_reaches_the_recipe() -> None:
+    done = _aorta(
+        "--mode", "matrix", "--mitigation-axis", "none", "--environment-axis", "local",
+        "--until-decided", "--max-trials", "4", "--adaptive-rule", "alpha-spending",
+        "--dry-run", "--", sys.executable, "-c", "pass",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "at most 4 trials per cell (rule: alpha-spending)" in done.stdout

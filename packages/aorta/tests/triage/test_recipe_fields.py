@@ -193,3 +193,30 @@ def test_each_command_flag_sets_its_declared_key(flag: CommandFlag) -> None:
 
 def test_every_slurm_setting_has_a_check() -> None:
     assert set(_checks()) == set(SLURM_KEYS)
+
+
+@pytest.mark.parametrize("rule", ["curtailment", "alpha-spending"])
+def test_the_adaptive_rule_is_written_and_read_back(tmp_path: Path, rule: str) -> None:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "workload": {"command": [sys.executable, "-c", "pass"]},
+                "steps": 1,
+                "adaptive": {"max_trials": 6, "rule": rule},
+                "cells": [
+                    {"name": "baseline-local", "mitigations": ["none"], "environment": "local"}
+                ],
+            }
+        )
+    )
+    recipe = load_recipe(path)
+    assert recipe.adaptive is not None and recipe.adaptive.rule == rule
+    written = resolved_recipe_dict(recipe)
+    assert written["adaptive"] == {"max_trials": 6, "rule": rule}
+    again = recipe_from_resolved(written, label="recipe.resolved.yaml")
+    assert again.adaptive == recipe.adaptive
+    # A run recorded before the choice existed reads as the default rule.
+    older = recipe_from_resolved({**written, "adaptive": {"max_trials": 6}}, label="old")
+    assert older.adaptive is not None and older.adaptive.rule == "curtailment"

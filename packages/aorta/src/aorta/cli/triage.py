@@ -65,7 +65,10 @@ def _describe(recipe: Recipe, run_dir: Path) -> None:
         click.echo(f"command workload: {_command_settings(recipe.command)}")
     if recipe.adaptive is not None:
         n = recipe.adaptive.max_trials
-        click.echo(f"adaptive: rounds until every cell is decided, at most {n} trials per cell")
+        click.echo(
+            f"adaptive: rounds until every cell is decided, at most {n} trials per cell "
+            f"(rule: {recipe.adaptive.rule})"
+        )
     if recipe.executor is not None:
         from aorta.triage.recipe.executor import describe_settings
 
@@ -180,6 +183,7 @@ def run_command(
     stop_after_failures: int | None,
     max_trials: int | None,
     until_decided: bool,
+    adaptive_rule: str | None,
     locate: bool,
     steps: int,
     ticket: str | None,
@@ -259,6 +263,7 @@ def run_command(
             alpha=alpha,
             locate=locate,
             until_decided=until_decided,
+            adaptive_rule=adaptive_rule,
         )
     if executor is not None or slurm_config is not None:
         from aorta.cli.triage_slurm import apply_executor

@@ -18,6 +18,7 @@ from typing import Final, Literal
 
 from aorta.triage.analysis.adaptive import (
     CURED,
+    DEFAULT_ADAPTIVE_RULE,
     NOT_CURED,
     OPEN,
     Counts,
@@ -45,10 +46,12 @@ def _counts(outcomes: Outcomes, look: int) -> Counts:
 
 @dataclass
 class AdaptiveRule:
-    """The adaptive rule's state after `looks` looks (advance it with `advance`)."""
+    """The adaptive rule's state after `looks` looks (advance it with `advance`); `rule` is
+    the recipe's `adaptive.rule` (`aorta.triage.analysis.adaptive.RULES`)."""
 
     max_trials: int
     alpha: float
+    rule: str = DEFAULT_ADAPTIVE_RULE
     looks: int = 0
     decisions: dict[str, Decision] = field(default_factory=dict)
 
@@ -62,6 +65,7 @@ class AdaptiveRule:
                 stands,
                 max_trials=self.max_trials,
                 alpha=self.alpha,
+                rule=self.rule,
             )
         self.looks = max(self.looks, looks)
 

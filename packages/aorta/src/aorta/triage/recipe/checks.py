@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 from aorta.errors import AortaUsageError, UnknownNameError
+from aorta.triage.analysis.adaptive_base import ADAPTIVE_RULES, DEFAULT_ADAPTIVE_RULE
 from aorta.triage.analysis.confound import alpha_problem, threshold_problem
 from aorta.triage.errors import RecipeCellError, RecipeProblemsError, RecipeSchemaError
 from aorta.triage.names import NO_TICKET, safe_name_problem
@@ -22,7 +23,7 @@ from aorta.triage.recipe.model import ORDERS, AdaptiveSettings, Order
 
 _MAX_REPR = 80
 _STOP_AFTER_KEYS = ("failures",)
-_ADAPTIVE_KEYS = ("max_trials",)
+_ADAPTIVE_KEYS = ("max_trials", "rule")
 T = TypeVar("T")
 
 
@@ -160,14 +161,26 @@ def stop_after_failures(where: Where, path: str, value: object) -> int | None:
 
 
 def adaptive_settings(where: Where, path: str, value: object) -> AdaptiveSettings | None:
-    """`adaptive: {max_trials: N}` -> its settings; absent or null -> None."""
+    """`adaptive: {max_trials: N, rule: R}` -> its settings (`rule` absent: the default);
+    absent or null -> None."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
         where.fail(path, "expected a mapping {max_trials: <positive integer>} or null", value)
     check_keys(where, path, value, _ADAPTIVE_KEYS, "adaptive")
     key = join_path(path, "max_trials")
-    return AdaptiveSettings(positive_int(where, key, require(where, path, value, "max_trials")))
+    max_trials = positive_int(where, key, require(where, path, value, "max_trials"))
+    rule = adaptive_rule_name(
+        where, join_path(path, "rule"), value.get("rule", DEFAULT_ADAPTIVE_RULE)
+    )
+    return AdaptiveSettings(max_trials, rule)
+
+
+def adaptive_rule_name(where: Where, path: str, value: object) -> str:
+    """`value` if it names an adaptive rule (`curtailment`, `alpha-spending`)."""
+    if value not in ADAPTIVE_RULES:
+        where.fail(path, f"expected one of {', '.join(ADAPTIVE_RULES)}", value)
+    return str(value)
 
 
 def adaptive_conflict(

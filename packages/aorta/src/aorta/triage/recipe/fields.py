@@ -12,8 +12,9 @@ a field cannot be added to one reader and forgotten in another without a test fa
 How each value is checked stays with the readers (`checks`, `validation`): the same check
 functions serve all three, under the key path or flag name of the reader.
 
-A leaf: imports only the model's constants and the confound defaults, nothing that reads
-files or the registry, so the CLI can build its options from it at import time.
+A leaf: imports only the model's constants, the confound defaults and the adaptive rules'
+names, nothing that reads files or the registry, so the CLI can build its options from it at
+import time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from aorta.triage.analysis.adaptive_base import ADAPTIVE_RULES
 from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.model import DEFAULT_ORDER, ORDERS
 
@@ -155,7 +157,8 @@ TOP_FIELDS: tuple[Field, ...] = (
     ),
     Field(
         "adaptive",
-        "Adaptive trials: {max_trials: N}; rounds run until every cell is decided or has N.",
+        "Adaptive trials: {max_trials: N, rule: curtailment | alpha-spending}; rounds run "
+        "until every cell is decided or has N.",
         flags=(
             Flag(
                 "--until-decided",
@@ -163,6 +166,14 @@ TOP_FIELDS: tuple[Field, ...] = (
                 "decided (cured / not cured) or it has N trials (recipe: adaptive).",
                 kind="switch",
                 default=False,
+            ),
+            Flag(
+                "--adaptive-rule",
+                "Flag mode, with --until-decided: the rule that decides a cell: curtailment "
+                "(default: fewest trials, family-wise bound measured) or alpha-spending "
+                "(family-wise bound guaranteed; recipe: adaptive.rule).",
+                kind="choice",
+                choices=ADAPTIVE_RULES,
             ),
         ),
     ),

@@ -7,10 +7,12 @@ from typing import Any
 
 from aorta.registry.models import Environment
 from aorta.runner.command.flags import spec_from_flags
+from aorta.triage.analysis.adaptive_base import DEFAULT_ADAPTIVE_RULE
 from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 from aorta.triage.recipe.checks import (
     Where,
     adaptive_conflict,
+    adaptive_rule_name,
     order_mode,
     positive_int,
     safe_name,
@@ -60,6 +62,7 @@ def recipe_from_flags(
     command: Mapping[str, Any] | None = None,
     locate: bool = False,
     until_decided: bool = False,
+    adaptive_rule: str | None = None,
 ) -> Recipe:
     """Build the in-memory recipe of `--mode matrix`: the full mitigation x environment product.
 
@@ -71,7 +74,8 @@ def recipe_from_flags(
     `--environment-axis[1]: unknown environment 'x' ...`. `order` is `--order`;
     `stop_after_failures` (`--stop-after-failures K`) stops each cell at K failed trials, with
     `trials` as the most it runs (`--max-trials N`); `locate` is `--locate`; `until_decided`
-    (`--until-decided`) makes the run adaptive with `trials` as its `max_trials`.
+    (`--until-decided`) makes the run adaptive with `trials` as its `max_trials`, decided by
+    `adaptive_rule` (`--adaptive-rule`; None: the default rule).
 
     `command` is a command workload mapping (`aorta.runner.command.flags.command_mapping`:
     the argv after `--` and the command flags) instead of a registered `workload`; exactly
@@ -94,7 +98,7 @@ def recipe_from_flags(
     if stop_after_failures is not None:
         stop_after_failures = positive_int(where, "--stop-after-failures", stop_after_failures)
     alpha = valid_alpha(where, "--alpha", alpha)
-    adaptive = AdaptiveSettings(trials) if until_decided else None
+    adaptive = _adaptive(where, trials, until_decided, adaptive_rule)
     conflict = adaptive_conflict(adaptive, order_value, stop_after_failures is not None, ())
     if conflict is not None:
         where.fail("--until-decided", conflict[1].replace("order: ", "--order "))
@@ -154,6 +158,19 @@ def recipe_from_flags(
         locate=locate,
         adaptive=adaptive,
     )
+
+
+def _adaptive(
+    where: Where, trials: int, until_decided: bool, rule: str | None
+) -> AdaptiveSettings | None:
+    """`--until-decided [--adaptive-rule R]` -> the adaptive settings (None: not adaptive)."""
+    if rule is not None and not until_decided:
+        where.fail("--adaptive-rule", "only with --until-decided (an adaptive run)")
+    if not until_decided:
+        return None
+    if rule is None:
+        return AdaptiveSettings(trials, DEFAULT_ADAPTIVE_RULE)
+    return AdaptiveSettings(trials, adaptive_rule_name(where, "--adaptive-rule", rule))
 
 
 def _environment_axis(where: Where, axis: Sequence[str], reg: Registry) -> list[Environment]:

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from aorta.registry.models import Environment, Mitigation
+from aorta.triage.analysis.adaptive_base import DEFAULT_ADAPTIVE_RULE
 from aorta.triage.analysis.confound import DEFAULT_ALPHA, DEFAULT_CONFOUND_THRESHOLD
 
 if TYPE_CHECKING:
@@ -125,10 +126,12 @@ class Cell:
 
 @dataclass(frozen=True)
 class AdaptiveSettings:
-    """`adaptive: {max_trials: N}`: rounds run until every non-baseline cell is decided
-    (`aorta.triage.analysis.adaptive`) or has run `max_trials` trials (every cell's `trials`)."""
+    """`adaptive: {max_trials: N, rule: R}`: rounds run until every non-baseline cell is
+    decided by rule `R` (`aorta.triage.analysis.adaptive.RULES`: `curtailment` by default, or
+    `alpha-spending`) or has run `max_trials` trials (every cell's `trials`)."""
 
     max_trials: int
+    rule: str = DEFAULT_ADAPTIVE_RULE
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,9 @@ def resolved_recipe_dict(recipe: Recipe) -> dict[str, object]:
         "fingerprint_kernels": recipe.fingerprint_kernels,
         "locate": recipe.locate,
         "executor": executor_dict(recipe.executor),
-        "adaptive": None if recipe.adaptive is None else {"max_trials": recipe.adaptive.max_trials},
+        "adaptive": None
+        if recipe.adaptive is None
+        else {"max_trials": recipe.adaptive.max_trials, "rule": recipe.adaptive.rule},
         "confound": {
             "threshold": recipe.confound.threshold,
             "baseline_cell": recipe.baseline,

@@ -69,7 +69,8 @@ def due_round(recipe: Recipe, results: Mapping[str, Sequence[TrialResult]]) -> D
     """
     if recipe.adaptive is None:
         raise ValueError("due_round: the recipe is not adaptive")
-    rule = AdaptiveRule(max_trials=recipe.adaptive.max_trials, alpha=recipe.confound.alpha)
+    adaptive = recipe.adaptive
+    rule = AdaptiveRule(adaptive.max_trials, recipe.confound.alpha, adaptive.rule)
     on_disk = {name: {r.trial_id for r in trials} for name, trials in results.items()}
     stopped: set[str] = set()
     rounds = max((cell.trials for cell in recipe.cells), default=0)

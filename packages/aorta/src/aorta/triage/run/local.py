@@ -147,7 +147,7 @@ class _Scheduler:
         self.rule = (
             None
             if adaptive is None
-            else AdaptiveRule(max_trials=adaptive.max_trials, alpha=recipe.confound.alpha)
+            else AdaptiveRule(adaptive.max_trials, recipe.confound.alpha, adaptive.rule)
         )
 
     def _start(self, run: _CellRun, *, whole_cell: bool) -> None:
