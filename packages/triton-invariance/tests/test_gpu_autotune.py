@@ -39,10 +39,12 @@ print("winner", gpu_scaled_add.best_config.num_warps)
 """
 
 
-def _run(workdir: Path, source: str, env_var: str) -> subprocess.CompletedProcess[str]:
+def _run(workdir: Path, source: str, env_var: str, *also: str) -> subprocess.CompletedProcess[str]:
+    """Run `source` as a new process with `env_var` (and the variables `also`) set to 1."""
     (workdir / "prog.py").write_text(source)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_INVARIANCE_")}
-    env.update({env_var: "1", "TRITON_CACHE_DIR": str(workdir / "tc")})
+    env.update({name: "1" for name in (env_var, *also)})
+    env["TRITON_CACHE_DIR"] = str(workdir / "tc")
     return subprocess.run(
         [sys.executable, "prog.py"],
         cwd=workdir,
@@ -93,24 +95,8 @@ torch.testing.assert_close(out, x * SCALE)
 
 
 def _run_with_scalars(workdir: Path, scale: str, env_var: str) -> subprocess.CompletedProcess[str]:
-    env_source = PLAIN_PROGRAM.replace("SCALE", scale)
-    (workdir / "prog.py").write_text(env_source)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_INVARIANCE_")}
-    env.update(
-        {
-            env_var: "1",
-            "TRITON_INVARIANCE_RECORD_SCALARS": "1",
-            "TRITON_CACHE_DIR": str(workdir / "tc"),
-        }
-    )
-    return subprocess.run(
-        [sys.executable, "prog.py"],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    source = PLAIN_PROGRAM.replace("SCALE", scale)
+    return _run(workdir, source, env_var, "TRITON_INVARIANCE_RECORD_SCALARS")
 
 
 @pytest.mark.gpu
