@@ -24,7 +24,6 @@ import platform
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -101,7 +100,7 @@ def collect_provenance(
         "format": FORMAT,
         "plan_id": plan_id,
         "created": iso_stamp(now()),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # gethostname(), without importing socket
         "user": _user(),
         "python": platform.python_version(),
         "config": {
