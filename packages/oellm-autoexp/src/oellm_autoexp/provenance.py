@@ -18,7 +18,6 @@ new one is written: the code behind jobs submitted from the earlier plan stays o
 
 from __future__ import annotations
 
-import getpass
 import os
 import platform
 import re
@@ -136,16 +135,26 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
     if not directory.is_dir():
         return {"path": str(directory), "git": False, "error": "no such directory"}
     try:
-        top = run(["git", "rev-parse", "--show-toplevel"], directory)
-        if top.returncode != 0:
-            return {"path": str(directory), "git": False}
-        root = Path(top.stdout.strip())
-        head = run(["git", "rev-parse", "--verify", "-q", "HEAD"], root)
-        branch = run(["git", "rev-parse", "--abbrev-ref", "HEAD"], root)
+        # Work tree, commit and branch in one call; it fails outside a work tree and before
+        # the first commit (HEAD names nothing), which the separate calls then tell apart.
+        both = run(
+            ["git", "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD"], directory
+        )
+        lines = both.stdout.splitlines()
+        if both.returncode == 0 and len(lines) == 3:
+            root, commit, branch = Path(lines[0]), lines[1].strip(), lines[2].strip()
+        else:
+            top = run(["git", "rev-parse", "--show-toplevel"], directory)
+            if top.returncode != 0:
+                return {"path": str(directory), "git": False}
+            root = Path(top.stdout.strip())
+            head = run(["git", "rev-parse", "--verify", "-q", "HEAD"], root)
+            named = run(["git", "rev-parse", "--abbrev-ref", "HEAD"], root)
+            commit = head.stdout.strip() if head.returncode == 0 else None
+            branch = named.stdout.strip() if named.returncode == 0 else None
         status = run(["git", "status", "--porcelain=v1", "--untracked-files=normal"], root)
         # Against HEAD: staged and unstaged changes together (an unborn branch has no HEAD).
-        has_head = head.returncode == 0
-        diff = run(["git", "diff", "HEAD" if has_head else "--cached", "--no-color"], root)
+        diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"path": str(directory), "git": True, "error": f"git failed: {exc}"}
     changed = [line for line in status.stdout.splitlines() if line.strip()]
@@ -157,8 +166,8 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
         "path": str(directory),
         "git": True,
         "root": str(root),
-        "commit": head.stdout.strip() if has_head else None,
-        "branch": branch.stdout.strip() if branch.returncode == 0 else None,
+        "commit": commit,
+        "branch": branch,
         "dirty": bool(changed),
         "changed_files": changed,
         "diff": patch,
@@ -259,9 +268,15 @@ def slurm_version(submit_cmd: str = "sbatch", *, run: Runner = _run) -> dict[str
 
 
 def _user() -> str:
+    """`getpass.getuser()` (its variables, in its order), without importing getpass."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if os.environ.get(name):
+            return os.environ[name]
+    import pwd
+
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (containers)
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # no passwd entry (containers)
         return str(os.getuid())
 
 
