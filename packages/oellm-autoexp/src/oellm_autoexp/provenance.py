@@ -141,6 +141,8 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
             ["git", "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD"], directory
         )
         lines = both.stdout.splitlines()
+        commit: str | None
+        branch: str | None
         if both.returncode == 0 and len(lines) == 3:
             root, commit, branch = Path(lines[0]), lines[1].strip(), lines[2].strip()
         else:
