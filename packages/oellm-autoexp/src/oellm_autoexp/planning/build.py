@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from oellm_autoexp.backends.base import (
     BackendConfig,
@@ -261,8 +261,7 @@ class PlanStream:
         )
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(NamedTuple):  # one per job: a tuple is built ~3x faster than a frozen dataclass
     context: JobContext
     launch: LaunchCommand
     directives: tuple[str, ...]

@@ -277,7 +277,9 @@ class Renderer:
                     f"not one sbatch option: {_shown(directive)}",
                     key=f"job {spec.job_name}: directive",
                 )
-        quoted: dict[str, str] = {}  # argv words repeat across the tasks of a script
+        # argv words that need quoting repeat across the tasks of a script (plain words, most
+        # of them, are their own quoted form: `shell_word` returns them as they are)
+        quoted: dict[str, str] = {}
         plain = _PLAIN_WORD.fullmatch  # most values need no quoting: no key string built
 
         def word(value: str, i: int, name: str) -> str:
@@ -300,7 +302,10 @@ class Renderer:
                 else shell_word(task.output_dir, key="project.base_output_dir"),
                 "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
                 "command": " ".join(
-                    [quoted.get(arg) or word(arg, i, task.name) for i, arg in enumerate(task.argv)]
+                    [
+                        quoted.get(arg) or (arg if plain(arg) else word(arg, i, task.name))
+                        for i, arg in enumerate(task.argv)
+                    ]
                 ),
             }
             for task in spec.tasks
