@@ -68,6 +68,11 @@ class MonitorSettings:
         self.signal_set = SignalSet(self.signals)
         defaults = [s for s in self.signals if s in DEFAULT_SIGNALS]
         self.ranked = [s for s in self.signals if s not in DEFAULT_SIGNALS] + defaults
+        if len(defaults) < len(self.signals):
+            # The user's patterns: their union is compiled now (at plan time), not at the first
+            # scan; the pre-registered signals alone always compile, so a plan without its own
+            # signals does not load RE2.
+            _ = self.signal_set.prefilter
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before the next restart of a job that restarted `n` times."""
