@@ -277,13 +277,14 @@ class Renderer:
                     f"not one sbatch option: {_shown(directive)}",
                     key=f"job {spec.job_name}: directive",
                 )
-        # argv words that need quoting repeat across the tasks of a script (plain words, most
-        # of them, are their own quoted form: `shell_word` returns them as they are)
-        quoted: dict[str, str] = {}
+        quoted: dict[str, str] = {}  # argv words repeat across the tasks of a script
         plain = _PLAIN_WORD.fullmatch  # most values need no quoting: no key string built
 
         def word(value: str, i: int, name: str) -> str:
-            text = shell_word(value, key=f"job {name}: command argument {i}")
+            if plain(value):  # its own quoted form: no key string built
+                text = value
+            else:
+                text = shell_word(value, key=f"job {name}: command argument {i}")
             if len(quoted) < _QUOTE_CACHE:
                 quoted[value] = text
             return text
@@ -302,10 +303,7 @@ class Renderer:
                 else shell_word(task.output_dir, key="project.base_output_dir"),
                 "env_exports": export_lines(task.env, key=f"job {task.name}: backend env"),
                 "command": " ".join(
-                    [
-                        quoted.get(arg) or (arg if plain(arg) else word(arg, i, task.name))
-                        for i, arg in enumerate(task.argv)
-                    ]
+                    [quoted.get(arg) or word(arg, i, task.name) for i, arg in enumerate(task.argv)]
                 ),
             }
             for task in spec.tasks
