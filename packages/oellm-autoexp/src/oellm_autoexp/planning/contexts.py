@@ -89,7 +89,7 @@ class JobContexts:
     def _context(
         self, index: int, identifier: str, name: str, params: dict[str, Any]
     ) -> JobContext:
-        derived = _derived(self.config, self.dumped, params, name)
+        derived = _derived(self.config, self.dumped, params, name) if self.config.derived else {}
         job_params = {**params, **derived} if derived else params
         return JobContext(
             job_id=identifier,

@@ -194,6 +194,7 @@ def _write_files(
         plan_json.write(_head(_plan_head(target), "jobs"))
         separator = ""
         job_lines = _JobLines()
+        last_log_path = ""
         for chunk in chunks:
             path = chunk.script.path
             check_script(
@@ -202,11 +203,13 @@ def _write_files(
             made.file(path, chunk.text)
             scripts.append(chunk.script)
             for job in chunk.jobs:
-                log_dir = job.log_path.rpartition("/")[0]
-                if log_dir not in log_dirs:
-                    # SLURM does not create --output's directory; a missing one kills the job.
-                    made.dirs(Path(log_dir))
-                    log_dirs.add(log_dir)
+                if job.log_path != last_log_path:  # the jobs of a script share one
+                    last_log_path = job.log_path
+                    log_dir = last_log_path.rpartition("/")[0]
+                    if log_dir not in log_dirs:
+                        # SLURM does not create --output's directory; a missing one kills the job.
+                        made.dirs(Path(log_dir))
+                        log_dirs.add(log_dir)
                 if jobs_exist:
                     _check_job_dir(job.output_dir, root)
                 entry, line = job_lines(job)
