@@ -9,7 +9,10 @@ budget / 23 ms = 6.5x for `--help`, 10.9x for a dry run, never less than the bud
 (a machine whose interpreter starts faster than 23 ms does not shrink it). Taken on CPU time
 (user + system, from wait4): under load a process's wall time is mostly waiting for a core,
 which says nothing about the command. Commands are run round-robin, RUNS times each, after one
-warm-up round (page cache, bytecode); medians are printed with wall time beside them.
+warm-up round (page cache, bytecode); medians are printed with wall time beside them. The
+children run without PYTHONDONTWRITEBYTECODE (set in some development shells), so that the
+warm-up writes the bytecode an installed tool has: otherwise every run recompiles the
+package's own modules (~20-50 ms of a dry run) and times the compiler, not the command.
 
 The aorta commands must not import torch, triton, numpy, matplotlib, scipy or rich; the
 oellm-autoexp and triton-invariance ones not torch or triton. Exit 1 on any miss.
@@ -79,10 +82,16 @@ print(json.dumps(sorted(m for m in {heavy!r} if m in sys.modules)))
 """
 
 
+# What every child runs with (see the module docs).
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _run(cmd: list[str], cwd: str) -> tuple[float, float]:
     """Wall and CPU seconds (user + system, from wait4) of one run of `cmd`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -94,7 +103,7 @@ def _run(cmd: list[str], cwd: str) -> tuple[float, float]:
 def _heavy_modules(command: Command, cwd: str) -> list[str]:
     probe = PROBE.format(module=_ENTRY[command.tool], argv=list(command.argv), heavy=command.heavy)
     out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=cwd, check=True, capture_output=True, text=True
+        [sys.executable, "-c", probe], cwd=cwd, env=ENV, check=True, capture_output=True, text=True
     ).stdout
     found: list[str] = json.loads(out.strip().splitlines()[-1])
     return found

@@ -7,7 +7,6 @@ file): the CLI prints them as one line on stderr and exits with code 2, never a 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -84,5 +83,7 @@ class ConfigError(AutoexpUsageError):
 
 def closest(name: str, known: Iterable[str]) -> str | None:
     """The closest known name to `name`, or None (for 'did you mean' hints)."""
+    import difflib  # here: only a mistake pays for it (~8 ms at every start-up otherwise)
+
     hits = difflib.get_close_matches(name, list(known), n=1)
     return hits[0] if hits else None

@@ -18,13 +18,13 @@ new one is written: the code behind jobs submitted from the earlier plan stays o
 
 from __future__ import annotations
 
-import getpass
 import os
 import platform
+import re
 import shlex
 import shutil
-import socket
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -99,7 +99,7 @@ def collect_provenance(
         "format": FORMAT,
         "plan_id": plan_id,
         "created": iso_stamp(now()),
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # gethostname(), without importing socket
         "user": _user(),
         "python": platform.python_version(),
         "config": {
@@ -135,16 +135,28 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
     if not directory.is_dir():
         return {"path": str(directory), "git": False, "error": "no such directory"}
     try:
-        top = run(["git", "rev-parse", "--show-toplevel"], directory)
-        if top.returncode != 0:
-            return {"path": str(directory), "git": False}
-        root = Path(top.stdout.strip())
-        head = run(["git", "rev-parse", "--verify", "-q", "HEAD"], root)
-        branch = run(["git", "rev-parse", "--abbrev-ref", "HEAD"], root)
+        # Work tree, commit and branch in one call; it fails outside a work tree and before
+        # the first commit (HEAD names nothing), which the separate calls then tell apart.
+        both = run(
+            ["git", "rev-parse", "--show-toplevel", "HEAD", "--abbrev-ref", "HEAD"], directory
+        )
+        lines = both.stdout.splitlines()
+        commit: str | None
+        branch: str | None
+        if both.returncode == 0 and len(lines) == 3:
+            root, commit, branch = Path(lines[0]), lines[1].strip(), lines[2].strip()
+        else:
+            top = run(["git", "rev-parse", "--show-toplevel"], directory)
+            if top.returncode != 0:
+                return {"path": str(directory), "git": False}
+            root = Path(top.stdout.strip())
+            head = run(["git", "rev-parse", "--verify", "-q", "HEAD"], root)
+            named = run(["git", "rev-parse", "--abbrev-ref", "HEAD"], root)
+            commit = head.stdout.strip() if head.returncode == 0 else None
+            branch = named.stdout.strip() if named.returncode == 0 else None
         status = run(["git", "status", "--porcelain=v1", "--untracked-files=normal"], root)
         # Against HEAD: staged and unstaged changes together (an unborn branch has no HEAD).
-        has_head = head.returncode == 0
-        diff = run(["git", "diff", "HEAD" if has_head else "--cached", "--no-color"], root)
+        diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"path": str(directory), "git": True, "error": f"git failed: {exc}"}
     changed = [line for line in status.stdout.splitlines() if line.strip()]
@@ -156,8 +168,8 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
         "path": str(directory),
         "git": True,
         "root": str(root),
-        "commit": head.stdout.strip() if has_head else None,
-        "branch": branch.stdout.strip() if branch.returncode == 0 else None,
+        "commit": commit,
+        "branch": branch,
         "dirty": bool(changed),
         "changed_files": changed,
         "diff": patch,
@@ -166,8 +178,72 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
 
 
 def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
-    """Installed versions by distribution name (None: not installed)."""
-    # Imported here, not at module level: it costs ~10-20 ms and only this function needs it.
+    """Installed versions by distribution name (None: not installed).
+
+    The same lookup as `importlib.metadata.version` (the first ``*.dist-info`` / ``*.egg-info``
+    of that name on `sys.path`, its ``Version`` header), without importing `importlib.metadata`
+    and the email parser it reads headers with: that import alone cost a config dry run ~40 ms.
+    A name this cannot settle (metadata inside a zip or an ``.egg``, no ``Version`` line) is
+    asked of `importlib.metadata`.
+    """
+    entries = [Path(entry or ".") for entry in sys.path]  # "" is the working directory
+    if any(entry.is_file() or entry.suffix == ".egg" for entry in entries):
+        return _metadata_versions(names)  # zipped or egg distributions: importlib's own search
+    found = _metadata_paths(entries)
+    versions: dict[str, str | None] = {}
+    for name in names:
+        paths = found.get(_normalized(name))
+        version = _version_header(paths[0]) if paths and len(paths) == 1 else None
+        if paths and version is None:  # several in one directory (importlib takes the
+            versions.update(_metadata_versions([name]))  # first listed), or unreadable
+        else:
+            versions[name] = version
+    return versions
+
+
+def _normalized(name: str) -> str:
+    """PEP 503 normalisation with underscores (how importlib.metadata matches names)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _metadata_paths(entries: Sequence[Path]) -> dict[str, list[Path]]:
+    """Normalised distribution name -> its metadata paths in the first entry that has any."""
+    found: dict[str, list[Path]] = {}
+    for entry in entries:
+        try:
+            children = list(entry.iterdir())
+        except OSError:
+            continue
+        here: dict[str, list[Path]] = {}
+        for child in children:
+            low = child.name.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                name = _normalized(low.rpartition(".")[0].partition("-")[0])
+                here.setdefault(name, []).append(child)
+        for name, paths in here.items():
+            found.setdefault(name, paths)
+    return found
+
+
+def _version_header(path: Path) -> str | None:
+    """The ``Version:`` header of a metadata directory (METADATA / PKG-INFO) or PKG-INFO file."""
+    for candidate in (path / "METADATA", path / "PKG-INFO", path):
+        try:
+            with candidate.open(encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    if not line.strip():
+                        break  # the headers end at the first blank line
+                    key, _, value = line.partition(":")
+                    if key.strip().lower() == "version":
+                        return value.strip()
+        except (IsADirectoryError, FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
+    return None
+
+
+def _metadata_versions(names: Sequence[str]) -> dict[str, str | None]:
     from importlib import metadata
 
     versions: dict[str, str | None] = {}
@@ -194,9 +270,15 @@ def slurm_version(submit_cmd: str = "sbatch", *, run: Runner = _run) -> dict[str
 
 
 def _user() -> str:
+    """`getpass.getuser()` (its variables, in its order), without importing getpass."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if os.environ.get(name):
+            return os.environ[name]
+    import pwd
+
     try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry (containers)
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # no passwd entry (containers)
         return str(os.getuid())
 
 

@@ -176,7 +176,7 @@ def test_planning_with_the_command_backend_imports_no_megatron_or_torch(tmp_path
 def test_importing_the_package_and_megatron_backend_imports_nothing_heavy() -> None:
     code = (
         "import sys, oellm_autoexp, oellm_autoexp.backends.megatron, oellm_autoexp.container\n"
-        "from oellm_autoexp.config.loader import load_registrations\n"
+        "from oellm_autoexp.config.registrations import load_registrations\n"
         "load_registrations()\n"
         "heavy = {'torch', 'megatron', 'triton', 'hydra'}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & heavy))\n"

@@ -165,3 +165,36 @@ def test_write_provenance_never_overwrites_within_the_same_second(tmp_path: Path
     ]
     assert json.loads((tmp_path / "provenance.json").read_text())["n"] == 2
     assert provenance_path(tmp_path / "missing") is None
+
+
+def test_package_versions_agree_with_importlib_metadata() -> None:
+    names = (*provenance.PACKAGES, "pytest", "PyYAML", "no-such-distribution-xyz")
+    expected: dict[str, str | None] = {}
+    for name in names:
+        try:
+            expected[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            expected[name] = None
+    assert provenance.package_versions(names) == expected
+    assert expected["oellm-autoexp"] and expected["no-such-distribution-xyz"] is None
+
+
+def test_package_versions_read_dist_info_and_egg_info_in_path_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    (first / "Some_Pkg-2.0.dist-info").mkdir(parents=True)
+    (first / "Some_Pkg-2.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: some-pkg\nVersion: 2.0\n\nVersion: not-a-header\n"
+    )
+    (second / "some_pkg-1.0.dist-info").mkdir(parents=True)
+    (second / "some_pkg-1.0.dist-info" / "METADATA").write_text("Name: some-pkg\nVersion: 1.0\n")
+    (second / "legacy.egg-info").write_text("Metadata-Version: 1.0\nName: legacy\nVersion: 0.3\n")
+    monkeypatch.setattr("sys.path", [str(first), str(second)])
+    found = provenance.package_versions(("some.pkg", "legacy", "absent"))
+    assert found == {"some.pkg": "2.0", "legacy": "0.3", "absent": None}
+    for name, version in found.items():  # what importlib.metadata says on the same path
+        try:
+            assert metadata.version(name) == version
+        except metadata.PackageNotFoundError:
+            assert version is None

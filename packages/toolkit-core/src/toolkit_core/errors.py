@@ -10,7 +10,6 @@ caller can still tell whose error it caught.
 
 from __future__ import annotations
 
-import difflib
 import enum
 from collections.abc import Iterable
 from pathlib import Path
@@ -51,6 +50,8 @@ class UnknownNameError(UsageError, LookupError):
     def __init__(self, name: str, known: Iterable[str], *, key: str | None = None) -> None:
         self.name = name
         self.known = sorted(known)
+        import difflib  # here: only an error pays for it (~8 ms at every start-up otherwise)
+
         close = difflib.get_close_matches(name, self.known, n=1)
         self.suggestion = close[0] if close else None
         hint = f"; did you mean {self.suggestion!r}?" if self.suggestion else ""

@@ -81,10 +81,10 @@ def _show_backend_output() -> None:
 def _plan(
     config: str, overrides: Sequence[str], config_dir: Path | None, test_only: str | None
 ) -> tuple[PlanResult, list[str]]:
-    from oellm_autoexp import api
+    from oellm_autoexp.api_plan import plan  # what `api.plan` is, without the rest of `api`
 
     notes = _Notes()
-    result = api.plan(config, overrides, config_dir=config_dir, test_only=test_only, reporter=notes)
+    result = plan(config, overrides, config_dir=config_dir, test_only=test_only, reporter=notes)
     return result, notes.lines
 
 
@@ -120,10 +120,10 @@ def plan_command(
     """Expand the sweep and write scripts and plan files; submit nothing."""
     from dataclasses import replace
 
-    from oellm_autoexp import api
+    from oellm_autoexp.api_plan import plan_streamed  # `api.plan_streamed`
 
     collected = _Notes()
-    written = api.plan_streamed(
+    written = plan_streamed(
         config, overrides, config_dir=config_dir, test_only=test_only, reporter=collected
     )
     if show_all and written.jobs > len(written.plan.jobs):

@@ -9,9 +9,6 @@ path). Hydra is imported only when composition is needed (a config name, or a YA
 from __future__ import annotations
 
 import ast
-import functools
-import importlib
-import importlib.util
 import logging
 import re
 import warnings
@@ -22,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from oellm_autoexp.config.registrations import load_registrations_for
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.config.selection import check_selected, raise_malformed_selected
 from oellm_autoexp.config.yaml_text import load_text, read_yaml
@@ -30,14 +28,6 @@ from oellm_autoexp.errors import ConfigError, closest, one_line
 log = logging.getLogger(__name__)
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # tab is fine in a value
 
-# Modules whose import registers implementations with compoconf. Optional ones are skipped
-# when absent; none of them may import torch/megatron at module level.
-# (module, walk its submodules too)
-_REGISTRATION_MODULES = (
-    ("oellm_autoexp.backends.command", False),
-    ("oellm_autoexp.backends.megatron", False),
-    ("oellm_autoexp.monitor", True),
-)
 _INTERFACE_FIELDS = {"backend": "backend", "monitoring": "monitor"}
 
 
@@ -57,19 +47,6 @@ def package_config_dir() -> Path:
         if (candidate / "autoexp.yaml").is_file():
             return candidate
     raise ConfigError("the packaged Hydra config tree (config/autoexp.yaml) is missing")
-
-
-@functools.cache
-def load_registrations() -> None:
-    """Import the modules that register backends, monitors and restart policies (once)."""
-    from compoconf import load
-
-    for name, recurse in _REGISTRATION_MODULES:
-        parent = name.rpartition(".")[0]
-        if importlib.util.find_spec(parent) is None or importlib.util.find_spec(name) is None:
-            continue
-        # monitor/ is walked so every submodule's @register runs, whatever its layout.
-        load(name, recurse=recurse)
 
 
 def load_config(
@@ -336,7 +313,7 @@ def parse_config(data: Mapping[str, Any], *, source: str | None = None) -> RootC
     """
     from compoconf import parse_config as compoconf_parse
 
-    load_registrations()
+    load_registrations_for(data)
     _check_class_names(data, source)
     # compoconf logs a warning for every interface with no implementation yet (e.g. no restart
     # policy installed); that is not the user's problem, so keep it off their terminal.

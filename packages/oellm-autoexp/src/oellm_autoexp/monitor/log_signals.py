@@ -19,14 +19,13 @@ RE2 (`google-re2`), a linear-time engine: a catastrophic-backtracking pattern su
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import re2
 
 from oellm_autoexp.errors import ConfigError
 
@@ -69,18 +68,20 @@ class LogSignal:
 _CACHE: dict[str, Any] = {}
 
 
-def _options() -> Any:
+@functools.cache
+def _re2() -> tuple[Any, Any]:
+    """The `re2` module and its options, loaded by the first pattern (a plan has none)."""
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # RE2 would print every rejected pattern on stderr itself
-    return options
-
-
-_OPTIONS = _options()
+    return re2, options
 
 
 def compile_pattern(pattern: str) -> Any:
     """`pattern` compiled by RE2 (linear-time matching); raises `re2.error` if unsupported."""
-    return re2.compile(pattern, options=_OPTIONS)
+    engine, options = _re2()
+    return engine.compile(pattern, options=options)
 
 
 def _compiled(pattern: str) -> Any:
@@ -170,7 +171,7 @@ def parse_signals(
         if item.get("regex", True):
             try:
                 compile_pattern(str(item["pattern"]))
-            except re2.error as exc:
+            except _re2()[0].error as exc:  # loaded by compile_pattern
                 reason = exc.args[0] if exc.args else exc
                 if isinstance(reason, bytes):
                     reason = reason.decode("utf-8", "replace")
@@ -199,14 +200,25 @@ class SignalSet:
 
     def __init__(self, signals: Sequence[LogSignal]) -> None:
         self.signals = tuple(signals)
-        parts = [s.pattern if s.regex else re2.escape(s.pattern) for s in self.signals]
+
+    @functools.cached_property
+    def _parts(self) -> list[str]:
+        return [s.pattern if s.regex else _re2()[0].escape(s.pattern) for s in self.signals]
+
+    @functools.cached_property
+    def prefilter(self) -> Any:
+        """The union of every signal's pattern (compiled at the first scan, not by a plan)."""
         # MULTILINE: ``^``/``$`` match at every line start/end, as they would on one line.
-        union = "|".join(f"(?:{p})" for p in parts)
+        union = "|".join(f"(?:{p})" for p in self._parts)
         # RE2 has no "(?!)"; a signal-less set gets a pattern that cannot match a line.
-        self.prefilter = compile_pattern(f"(?m){union}" if union else r"[^\s\S]")
+        return compile_pattern(f"(?m){union}" if union else r"[^\s\S]")
+
+    @functools.cached_property
+    def chunk_safe(self) -> bool:
+        """Whether a whole text may be prefiltered at once (no pattern anchors to its ends)."""
         # \A and \Z mean "start/end of the line" per line but "of the text" for a chunk: a
         # pattern with them is checked line by line only.
-        self.chunk_safe = not any("\\A" in p or "\\z" in p for p in parts)
+        return not any("\\A" in p or "\\z" in p for p in self._parts)
 
     def scan_text(self, text: str) -> list[SignalHit]:
         """`scan` over the lines of `text`, skipping texts no signal can match."""

@@ -18,7 +18,6 @@ from oellm_autoexp.config.interfaces import (
     RestartPolicyInterface,
 )
 from oellm_autoexp.errors import ConfigError
-from oellm_autoexp.monitor import policies as _policies  # registers the built-in policies
 from oellm_autoexp.monitor.log_signals import DEFAULT_SIGNALS, LogSignal, SignalSet, parse_signals
 
 
@@ -69,6 +68,11 @@ class MonitorSettings:
         self.signal_set = SignalSet(self.signals)
         defaults = [s for s in self.signals if s in DEFAULT_SIGNALS]
         self.ranked = [s for s in self.signals if s not in DEFAULT_SIGNALS] + defaults
+        if len(defaults) < len(self.signals):
+            # The user's patterns: their union is compiled now (at plan time), not at the first
+            # scan; the pre-registered signals alone always compile, so a plan without its own
+            # signals does not load RE2.
+            _ = self.signal_set.prefilter
 
     def backoff(self, restarts_so_far: int) -> float:
         """Seconds to wait before the next restart of a job that restarted `n` times."""
@@ -110,7 +114,6 @@ def _check_numbers(config: LogMonitorConfig) -> None:
 
 def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
     """Rebuild the monitor config, signals and policy instances from a session's JSON."""
-    _ = _policies
     raw_monitor = dict(data.get("monitor") or {"class_name": "LogMonitor"})
     try:
         config = parse_config(MonitorInterface.cfgtype, raw_monitor)
@@ -137,6 +140,8 @@ def load_settings(data: Mapping[str, Any]) -> MonitorSettings:
         *parse_signals(config.log_signals),
     ]
     policies = []
+    if data.get("restart_policies"):  # registers the built-in policies (a plan may have none)
+        from oellm_autoexp.monitor import policies as _registering  # noqa: F401
     for index, raw in enumerate(data.get("restart_policies") or []):
         try:
             policy_cfg = parse_config(RestartPolicyInterface.cfgtype, dict(raw))

@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from oellm_autoexp.backends.base import (
     BackendConfig,
@@ -46,7 +46,6 @@ from oellm_autoexp.slurm.render import (
     check_extra_directives,
     directive_lines,
 )
-from oellm_autoexp.slurm.topology import with_world_sizes
 from oellm_autoexp.sweep.ids import canonical_json, check_name
 from oellm_autoexp.sweep.stages import StageJob
 
@@ -161,7 +160,7 @@ class PlanStream:
     def _prepare(self, batch: list[Planned]) -> list[_Job]:
         """The batch's contexts checked by the backend, with their directives and launches."""
         slurm = self.config.slurm
-        contexts = with_world_sizes(slurm, [ctx for ctx, _stage in batch])
+        contexts = [ctx for ctx, _stage in batch]  # with world sizes (`JobContexts`)
         self.backend.validate(contexts)
         backends = per_job_backends(self._backend_config, self.backend, contexts)
         if self._renderer is None:
@@ -262,8 +261,7 @@ class PlanStream:
         )
 
 
-@dataclass(frozen=True)
-class _Job:
+class _Job(NamedTuple):  # one per job: a tuple is built ~3x faster than a frozen dataclass
     context: JobContext
     launch: LaunchCommand
     directives: tuple[str, ...]

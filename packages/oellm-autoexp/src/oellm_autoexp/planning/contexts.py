@@ -15,6 +15,7 @@ from oellm_autoexp.backends.base import JobContext
 from oellm_autoexp.config.schema import RootConfig
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.planning.preflight import check_job_count, check_param_keys
+from oellm_autoexp.slurm.topology import WorldSizes
 from oellm_autoexp.sweep.expand import checked_kinds, iter_points, param_keys
 from oellm_autoexp.sweep.filter import compile_filters, filtered
 from oellm_autoexp.sweep.ids import check_name, job_id, job_name
@@ -35,6 +36,7 @@ class JobContexts:
         self._seen_ids: dict[str, int] = {}
         self._seen_names: dict[str, int] = {}
         self._checked_keys: set[str] = set()  # param keys `check_param_keys` accepted
+        self._world = WorldSizes(config.slurm)
 
     def __iter__(self) -> Iterator[Planned]:
         points = self._kept_points()
@@ -87,14 +89,17 @@ class JobContexts:
     def _context(
         self, index: int, identifier: str, name: str, params: dict[str, Any]
     ) -> JobContext:
-        derived = _derived(self.config, self.dumped, params, name)
+        derived = _derived(self.config, self.dumped, params, name) if self.config.derived else {}
+        job_params = {**params, **derived} if derived else params
         return JobContext(
             job_id=identifier,
             name=name,
             index=index,
-            params={**params, **derived} if derived else params,
+            params=job_params,
             output_dir=self.jobs_dir / name,
             project=self.config.project.name,
+            world_size=self._world.of(job_params),
+            cluster_env=self._world.env,
         )
 
     def _staged(self, points: list[tuple[int, dict[str, Any]]]) -> Iterator[Planned]:

@@ -129,15 +129,15 @@ def with_triage_templates(dumped: dict[str, Any], cwd: Path) -> dict[str, Any]:
     """
     monitoring = dumped.get("monitoring")
     signals = monitoring.get("log_signals") if isinstance(monitoring, dict) else None
-    if not isinstance(signals, list):
-        return dumped
+    if not isinstance(signals, list) or not any(_triage_of(signal) for signal in signals):
+        return dumped  # nothing to check: the triage modules (and aorta) stay unloaded
     from oellm_autoexp.monitor.triage_launch import check_with_aorta, load_template
     from oellm_autoexp.monitor.triage_recipe import resolve_template_path
 
     checked = []
     for index, signal in enumerate(signals):
-        value = signal.get("triage") if isinstance(signal, dict) else None
-        if isinstance(value, str) and value.strip():
+        value = _triage_of(signal)
+        if value:
             path = resolve_template_path(value, cwd)
             key = f"monitoring.log_signals[{index}].triage"
             check_with_aorta(load_template(path, key=key), path=path, key=key)
@@ -146,6 +146,12 @@ def with_triage_templates(dumped: dict[str, Any], cwd: Path) -> dict[str, Any]:
             checked.append(signal)
     assert isinstance(monitoring, dict)  # for mypy: `signals` came from it
     return {**dumped, "monitoring": {**monitoring, "log_signals": checked}}
+
+
+def _triage_of(signal: Any) -> str | None:
+    """A log signal's `triage` template path, when it names one."""
+    value = signal.get("triage") if isinstance(signal, dict) else None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def check_inside(path: Path, root: Path) -> None:

@@ -193,6 +193,8 @@ def _write_files(
             sweep_json.write(_head({"project": target.project, "plan_id": target.plan_id}, "jobs"))
         plan_json.write(_head(_plan_head(target), "jobs"))
         separator = ""
+        job_lines = _JobLines()
+        last_log_path = ""
         for chunk in chunks:
             path = chunk.script.path
             check_script(
@@ -201,14 +203,16 @@ def _write_files(
             made.file(path, chunk.text)
             scripts.append(chunk.script)
             for job in chunk.jobs:
-                log_dir = job.log_path.rpartition("/")[0]
-                if log_dir not in log_dirs:
-                    # SLURM does not create --output's directory; a missing one kills the job.
-                    made.dirs(Path(log_dir))
-                    log_dirs.add(log_dir)
+                if job.log_path != last_log_path:  # the jobs of a script share one
+                    last_log_path = job.log_path
+                    log_dir = last_log_path.rpartition("/")[0]
+                    if log_dir not in log_dirs:
+                        # SLURM does not create --output's directory; a missing one kills the job.
+                        made.dirs(Path(log_dir))
+                        log_dirs.add(log_dir)
                 if jobs_exist:
                     _check_job_dir(job.output_dir, root)
-                entry, line = _job_lines(job)
+                entry, line = job_lines(job)
                 plan_json.write(separator + line)
                 if sweep_json is not None:
                     sweep_json.write(separator + entry)
@@ -259,14 +263,42 @@ class _Created:
                     path.unlink()
 
 
-def _job_lines(job: JobPlan) -> tuple[str, str]:
-    """The job's sweep.json entry and plan.json line (`JobPlan.to_dict`), as JSON text.
+class _JobLines:
+    """Jobs' sweep.json entries and plan.json lines (`JobPlan.to_dict`), as JSON text.
 
     The plan line starts with the sweep entry's four keys, so their (largest) part, the
-    params, is encoded once for both files.
+    params, is encoded once for both files; `log_path`, `script` and `sbatch`, the same for
+    every job of a script, are encoded once per script. `tests/plan/test_job_lines.py` holds
+    the text equal to ``json.dumps(job.to_dict())``.
     """
-    entry = _ENCODE(sweep_entry(job))
-    return entry, f"{entry[:-1]}, {_ENCODE(job.launch_dict())[1:]}"
+
+    def __init__(self) -> None:
+        self._shared_by: tuple[str, Path, Mapping[str, str]] | None = None
+        self._shared = ""
+
+    def __call__(self, job: JobPlan) -> tuple[str, str]:
+        entry = _ENCODE(sweep_entry(job))
+        shared_by = (job.log_path, job.script, job.sbatch)
+        if shared_by != self._shared_by:
+            self._shared_by = shared_by
+            self._shared = (
+                f'"log_path": {_ENCODE(job.log_path)}, "script": {_ENCODE(str(job.script))}, '
+                f'"sbatch": {_ENCODE(dict(job.sbatch))}'
+            )
+        array = job.array
+        where = "null"
+        if array is not None:
+            where = (
+                f'{{"array_name": {_ENCODE(array.array_name)}, "task_index": {array.task_index:d}}}'
+            )
+
+        stage = "" if job.stage is None else f', "stage": {_ENCODE(job.stage.to_dict())}'
+        env = job.env if isinstance(job.env, dict) else dict(job.env)
+        return entry, (
+            f'{entry[:-1]}, "command": {_ENCODE(job.command)}, "env": {_ENCODE(env)}, '
+            f'"output_dir": {_ENCODE(str(job.output_dir))}, {self._shared}, "array": {where}'
+            f"{stage}}}"
+        )
 
 
 def _check_job_dir(path: Path, root: Path) -> None:

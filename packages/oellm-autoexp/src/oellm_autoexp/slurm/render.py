@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from oellm_autoexp.config.schema import SlurmConfig
 from oellm_autoexp.errors import ConfigError
+from oellm_autoexp.slurm.default_script import render_default
 from oellm_autoexp.slurm.topology import NODE_COUNT
 
 BUILTIN_TEMPLATES = Path(__file__).parent / "templates"
@@ -241,7 +242,12 @@ class Renderer:
 
         slurm = with_distributed_launch(slurm)  # one world per job (slurm.distributed)
         self.template_path = _template_path(slurm.template)
-        self._template = _load_template(self.template_path)
+        # The built-in template is rendered without Jinja2 (see `slurm.default_script`).
+        self._render: Callable[..., str] = (
+            render_default
+            if self.template_path == BUILTIN_TEMPLATES / "default.sbatch.j2"
+            else _jinja_renderer(self.template_path)
+        )
         self.plan_id = plan_id
         self.env_exports = export_lines(slurm.env, key="slurm.env")
         prefix = []
@@ -261,8 +267,6 @@ class Renderer:
 
     def render(self, spec: ScriptSpec) -> str:
         """The script text for `spec`."""
-        from jinja2 import UndefinedError
-
         check_directive_text(spec.job_name, key="job name", what="job name")
         check_log_path(spec.log_path)
         # Directives also come back from plan.json for restart scripts: checked again here.
@@ -277,7 +281,10 @@ class Renderer:
         plain = _PLAIN_WORD.fullmatch  # most values need no quoting: no key string built
 
         def word(value: str, i: int, name: str) -> str:
-            text = shell_word(value, key=f"job {name}: command argument {i}")
+            if plain(value):  # its own quoted form: no key string built
+                text = value
+            else:
+                text = shell_word(value, key=f"job {name}: command argument {i}")
             if len(quoted) < _QUOTE_CACHE:
                 quoted[value] = text
             return text
@@ -301,24 +308,17 @@ class Renderer:
             }
             for task in spec.tasks
         ]
-        try:
-            return str(
-                self._template.render(
-                    job_name=spec.job_name,
-                    log_path=spec.log_path,
-                    array_spec=spec.array_spec,
-                    directives=list(spec.directives),
-                    env_exports=self.env_exports,
-                    tasks=tasks,
-                    prologue=self.prologue,
-                    launch_prefix=self.launch_prefix,
-                    plan_id=self.plan_id,
-                )
-            )
-        except UndefinedError as exc:
-            raise ConfigError(
-                f"template uses an undefined value: {exc.message}", file=self.template_path
-            ) from None
+        return self._render(
+            job_name=spec.job_name,
+            log_path=spec.log_path,
+            array_spec=spec.array_spec,
+            directives=list(spec.directives),
+            env_exports=self.env_exports,
+            tasks=tasks,
+            prologue=self.prologue,
+            launch_prefix=self.launch_prefix,
+            plan_id=self.plan_id,
+        )
 
 
 def _template_path(template: str) -> Path:
@@ -337,6 +337,23 @@ def _template_path(template: str) -> Path:
     if not path.is_file():
         raise ConfigError(f"template file not found: {path}", key="slurm.template")
     return path
+
+
+def _jinja_renderer(path: Path) -> Callable[..., str]:
+    """`path` as a Jinja2 template; an undefined value while rendering is a `ConfigError`."""
+    from jinja2 import UndefinedError
+
+    template = _load_template(path)
+
+    def render(**values: Any) -> str:
+        try:
+            return str(template.render(**values))
+        except UndefinedError as exc:
+            raise ConfigError(
+                f"template uses an undefined value: {exc.message}", file=path
+            ) from None
+
+    return render
 
 
 def _load_template(path: Path) -> Any:
@@ -372,4 +389,4 @@ def _load_template(path: Path) -> Any:
             "script would drop part of the plan",
             file=path,
         )
-    return env.from_string(source)
+    return env.from_string(parsed)  # the tree, not the text: lexed and parsed once

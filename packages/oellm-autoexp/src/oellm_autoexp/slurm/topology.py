@@ -109,33 +109,45 @@ def job_sbatch(slurm: SlurmConfig, params: Mapping[str, Any]) -> dict[str, Any]:
     return {**slurm.sbatch, **overrides}
 
 
+class WorldSizes:
+    """Each job's world size (memoised per directive set) and the cluster environment."""
+
+    def __init__(self, slurm: SlurmConfig) -> None:
+        self.slurm = slurm
+        self.procs_per_node = slurm.distributed.procs_per_node
+        self.env = {
+            str(k): (str(v).lower() if isinstance(v, bool) else str(v))
+            for k, v in slurm.env.items()
+        }
+        self._sizes: dict[str, int | None] = {}
+
+    def of(self, params: Mapping[str, Any]) -> int | None:
+        """The number of processes the directives of a job with `params` start in one world."""
+        marker = sbatch_marker(self.slurm, params)
+        if marker not in self._sizes:
+            sbatch = job_sbatch(self.slurm, params)
+            self._sizes[marker] = topology(sbatch).world_size(self.procs_per_node)
+        return self._sizes[marker]
+
+
 def with_world_sizes(slurm: SlurmConfig, contexts: Sequence[JobContext]) -> list[JobContext]:
     """Each job with the world size its directives imply and the cluster environment."""
     from oellm_autoexp.backends.base import JobContext
 
-    procs_per_node = slurm.distributed.procs_per_node
-    env = {
-        str(k): (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in slurm.env.items()
-    }
-    sizes: dict[str, int | None] = {}
-    out = []
-    for ctx in contexts:
-        marker = sbatch_marker(slurm, ctx.params)
-        if marker not in sizes:
-            sizes[marker] = topology(job_sbatch(slurm, ctx.params)).world_size(procs_per_node)
-        out.append(
-            JobContext(
-                ctx.job_id,
-                ctx.name,
-                ctx.index,
-                ctx.params,
-                ctx.output_dir,
-                ctx.project,
-                world_size=sizes[marker],
-                cluster_env=env,
-            )
+    sizes = WorldSizes(slurm)
+    return [
+        JobContext(
+            ctx.job_id,
+            ctx.name,
+            ctx.index,
+            ctx.params,
+            ctx.output_dir,
+            ctx.project,
+            world_size=sizes.of(ctx.params),
+            cluster_env=sizes.env,
         )
-    return out
+        for ctx in contexts
+    ]
 
 
 def sbatch_marker(slurm: SlurmConfig, params: Mapping[str, Any]) -> str:

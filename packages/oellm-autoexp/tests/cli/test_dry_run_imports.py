@@ -1,0 +1,43 @@
+"""A config dry run loads only what it uses (issue 26: the dry run's 0.25 s budget)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+HELLO = Path(__file__).resolve().parents[2] / "examples" / "hello_sweep.yaml"
+# Each was imported by every dry run before; none is needed for this config.
+UNUSED = (
+    "jinja2",  # the built-in template is written without it (slurm.default_script)
+    "re2",  # no log signal of its own: the pre-registered ones are compiled at the first scan
+    "importlib.metadata",  # package versions read from the dist-info directories
+    "difflib",  # only for "did you mean" hints
+    "socket",
+    "getpass",
+    "oellm_autoexp.api",
+    "oellm_autoexp.backends.megatron",
+    "oellm_autoexp.persistence",
+    "oellm_autoexp.monitor.policies",
+    "oellm_autoexp.monitor.triage_launch",
+)
+
+
+def test_a_dry_run_of_the_hello_sweep_imports_none_of_the_unused_modules(tmp_path: Path) -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from oellm_autoexp.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        f"    code = main(['submit', {str(HELLO)!r}, '--dry-run', '--test-only', 'never'])\n"
+        f"print(json.dumps([code, 'AUTOEXP_CMD=(' in out.getvalue(), "
+        f"sorted(m for m in {UNUSED!r} if m in sys.modules)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [0, True, []]
+    (provenance,) = tmp_path.glob("autoexp_runs/hello/plans/*/provenance.json")
+    record = json.loads(provenance.read_text())
+    assert record["packages"]["oellm-autoexp"] and record["host"] and record["user"]
