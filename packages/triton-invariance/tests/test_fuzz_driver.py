@@ -34,5 +34,8 @@ def test_fuzz_driver_runs_examples_against_the_baseline_loader(tmp_path: Path) -
     assert done.returncode == 0, done.stdout + done.stderr
     summary = re.search(r"^baseline: (\d+) examples in 3 s, 0 finding\(s\)", done.stdout, re.M)
     assert summary is not None, done.stdout
-    assert int(summary.group(1)) > 10  # the worker really answered, example after example
+    # At least one whole batch (the driver runs hypothesis in batches of 10 and checks its
+    # deadline between them; under a loaded CI only the first batch may fit in 3 s): the worker
+    # really answered, example after example.
+    assert int(summary.group(1)) >= 10
     assert not findings.exists()

@@ -45,13 +45,18 @@ def main(argv: list[str]) -> int:
         time.sleep(3600)
         return 0
     if mode == "fork-orphan":
+        ready_r, ready_w = os.pipe()
         child = os.fork()
         if child == 0:
             os.setsid()
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            os.write(ready_w, b"1")
             while True:
                 print("child still here", flush=True)
                 time.sleep(0.2)
+        # Exit only once the child ignores SIGTERM: under load the runner's clean-up could
+        # otherwise reach it first, and a plain SIGTERM would do.
+        os.read(ready_r, 1)
         Path(argv[1]).write_text(f"{os.getpid()} {child}\n")
         print("parent done", flush=True)
         return 0
