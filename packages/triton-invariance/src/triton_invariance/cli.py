@@ -126,15 +126,7 @@ def show_command(kernel: str, directory: Path | None) -> None:
             click.echo("  specialization")
             for key, value in b.specialization.items():
                 click.echo(f"    {key:<16} {value}")
-        click.echo(f"  fingerprint       {inv.fingerprint}")
-        for name, digest in inv.component_hashes().items():
-            label = name if name.endswith("_hash") else f"{name}_hash"
-            click.echo(f"  {label:<22} {digest}")
-        click.echo(f"  dtype_signature   {inv.dtype_signature}")
-        for key, value in inv.hw_config.to_dict().items():
-            click.echo(f"  hw.{key:<14} {value}")
-        if inv.compile_options is None:
-            click.echo("  compile options   not recorded")
+        _echo_fingerprint(inv, "not recorded")
         for key, value in inv.compile_options or ():
             click.echo(f"  option.{key:<30} {value}")
         for key, value in inv.compile_env:
@@ -229,6 +221,12 @@ def fingerprint_command(file: Path, options_json: Path | None) -> None:
     inv = _fingerprint_file(file, options_json)
     click.echo(f"{file}")
     click.echo(f"  kernel            {inv.kernel_name}")
+    _echo_fingerprint(inv, "not recorded (give --options-json)")
+
+
+def _echo_fingerprint(inv: InvarianceData, no_options: str) -> None:
+    """The fingerprint, its component hashes, dtype signature and hardware config of `inv`
+    (`no_options`: what to say when its compile options were not recorded)."""
     click.echo(f"  fingerprint       {inv.fingerprint}")
     for name, digest in inv.component_hashes().items():
         label = name if name.endswith("_hash") else f"{name}_hash"
@@ -237,7 +235,7 @@ def fingerprint_command(file: Path, options_json: Path | None) -> None:
     for key, value in inv.hw_config.to_dict().items():
         click.echo(f"  hw.{key:<14} {value}")
     if inv.compile_options is None:
-        click.echo("  compile options   not recorded (give --options-json)")
+        click.echo(f"  compile options   {no_options}")
 
 
 def _check_file(path: Path, base: Path) -> tuple[bool, str | None]:
