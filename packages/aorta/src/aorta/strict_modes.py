@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from aorta.errors import AortaUsageError
-from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, path_ownership_problem
+from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, untrusted_path_refusal
 
 __all__ = ["SharedStateError", "check_owned_and_private", "refuse_shared_state"]
 
@@ -40,16 +40,14 @@ class SharedStateError(AortaUsageError):
 def check_owned_and_private(path: Path, *, what: str) -> None:
     """Refuse (`SharedStateError`) `path` unless this user or root owns it and no one else can
     write it. A missing path is fine: there is nothing in it to trust."""
-    try:
-        problem = path_ownership_problem(path)
-    except OSError as exc:
-        raise SharedStateError(f"{path}: cannot check {what}: {exc.strerror}") from None
-    if problem is not None:
-        raise SharedStateError(
-            f"{path}: {what} is {problem}; someone else could change what it runs; "
-            f"make it yours and not writable by others (chmod go-w), or pass {ALLOW_FLAG} "
-            "to accept that risk"
-        )
+    refusal = untrusted_path_refusal(
+        path,
+        what=what,
+        risk="someone else could change what it runs",
+        waiver=" to accept that risk",
+    )
+    if refusal is not None:
+        raise SharedStateError(refusal)
 
 
 def _tree(root: Path) -> Iterator[Path]:

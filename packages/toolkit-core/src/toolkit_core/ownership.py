@@ -13,7 +13,12 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["ALLOW_SHARED_WRITABLE_FLAG", "ownership_problem", "path_ownership_problem"]
+__all__ = [
+    "ALLOW_SHARED_WRITABLE_FLAG",
+    "ownership_problem",
+    "path_ownership_problem",
+    "untrusted_path_refusal",
+]
 
 # The one waiver flag of all three tools: accept state that others could have written.
 ALLOW_SHARED_WRITABLE_FLAG = "--allow-shared-writable"
@@ -41,3 +46,19 @@ def path_ownership_problem(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     return ownership_problem(info, os.geteuid())
+
+
+def untrusted_path_refusal(path: Path, *, what: str, risk: str, waiver: str = "") -> str | None:
+    """The one-line refusal of `path` (`what` it is, the `risk` of trusting it), or None when
+    it may be trusted. The line names the waiver flag, followed by `waiver` (a tool's own words
+    on it); a path that cannot be checked gets no waiver text."""
+    try:
+        problem = path_ownership_problem(path)
+    except OSError as exc:
+        return f"{path}: cannot check {what}: {exc.strerror}"
+    if problem is None:
+        return None
+    return (
+        f"{path}: {what} is {problem}; {risk}; make it yours and not writable by others "
+        f"(chmod go-w), or pass {ALLOW_SHARED_WRITABLE_FLAG}{waiver}"
+    )

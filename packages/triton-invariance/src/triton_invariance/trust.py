@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, path_ownership_problem
+from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, untrusted_path_refusal
 from triton_invariance.errors import InvarianceUsageError
 
 __all__ = [
@@ -47,13 +47,11 @@ def refuse_shared_baselines(directory: Path, files: Iterable[Path] = ()) -> None
     for path, what in [(directory, "the baselines directory")] + [
         (file, "a baseline file") for file in files
     ]:
-        try:
-            problem = path_ownership_problem(path)
-        except OSError as exc:
-            raise SharedBaselinesError(f"{path}: cannot check {what}: {exc.strerror}") from None
-        if problem is not None:
-            raise SharedBaselinesError(
-                f"{path}: {what} is {problem}; someone else could make a changed kernel pass; "
-                f"make it yours and not writable by others (chmod go-w), or pass {ALLOW_FLAG} "
-                f"({ALLOW_ENV}=1) to accept that risk"
-            )
+        refusal = untrusted_path_refusal(
+            path,
+            what=what,
+            risk="someone else could make a changed kernel pass",
+            waiver=f" ({ALLOW_ENV}=1) to accept that risk",
+        )
+        if refusal is not None:
+            raise SharedBaselinesError(refusal)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from oellm_autoexp.errors import AutoexpUsageError
 from oellm_autoexp.persistence.session import Session
-from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, path_ownership_problem
+from toolkit_core.ownership import ALLOW_SHARED_WRITABLE_FLAG, untrusted_path_refusal
 
 __all__ = ["ALLOW_FLAG", "SessionUntrustedError", "pin_execution", "refuse_foreign_state"]
 
@@ -41,15 +41,11 @@ class SessionUntrustedError(AutoexpUsageError):
 def refuse_foreign_state(path: Path, *, what: str) -> None:
     """`SessionUntrustedError` unless `path` (not followed if a link) is this user's or root's
     and writable by no one else; a missing path passes (nothing to trust)."""
-    try:
-        problem = path_ownership_problem(path)
-    except OSError as exc:
-        raise SessionUntrustedError(f"{path}: cannot check {what}: {exc.strerror}") from None
-    if problem is not None:
-        raise SessionUntrustedError(
-            f"{path}: {what} is {problem}; someone else could change what the monitor runs; "
-            f"make it yours and not writable by others (chmod go-w), or pass {ALLOW_FLAG}"
-        )
+    refusal = untrusted_path_refusal(
+        path, what=what, risk="someone else could change what the monitor runs"
+    )
+    if refusal is not None:
+        raise SessionUntrustedError(refusal)
 
 
 def _slurm_section(session: Session) -> dict[str, object]:
