@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from aorta.instrumentation.locate import Locator, clean_name  # noqa: E402
+from aorta.workloads.fsdp.inject import NanGradient, nan_grad  # noqa: E402
 
 
 class Net(torch.nn.Module):
@@ -160,22 +161,6 @@ def test_in_place_ops_on_module_outputs_still_work_and_are_located() -> None:
     assert (locator.found.step, locator.found.module, locator.found.phase) == (1, "last", "forward")
 
 
-def _nan_grad(grad: torch.Tensor) -> torch.Tensor:
-    return grad * math.nan
-
-
-class NanInputGradient(torch.autograd.Function):
-    """Identity forward; the gradient it passes on is NaN."""
-
-    @staticmethod
-    def forward(ctx: object, tensor: torch.Tensor) -> torch.Tensor:
-        return tensor.clone()
-
-    @staticmethod
-    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
-        return _nan_grad(grad)
-
-
 def _located_backward(model: torch.nn.Module, x: torch.Tensor) -> Locator:
     """One forward and backward pass of `model` under a fresh locator, step 0."""
     locator = Locator()
@@ -192,7 +177,7 @@ def test_a_weight_gradient_alone_is_located_at_its_parameter() -> None:
     # body.2's weight gradient turns NaN; every activation gradient stays finite.
     torch.manual_seed(0)
     model = Net()
-    model.body[2].weight.register_hook(_nan_grad)
+    model.body[2].weight.register_hook(nan_grad)
     x = torch.randn(16, 4, requires_grad=True)
     found = _located_backward(model, x).found
     assert found is not None
@@ -212,8 +197,8 @@ def test_the_first_non_finite_gradient_in_time_wins() -> None:
     # gradient body.0 computes for its input goes NaN too: the weight gradient is the location.
     torch.manual_seed(0)
     model = Net()
-    model.body[2].weight.register_hook(_nan_grad)
-    model.body[0].register_forward_hook(lambda m, a, out: NanInputGradient.apply(out))
+    model.body[2].weight.register_hook(nan_grad)
+    model.body[0].register_forward_hook(lambda m, a, out: NanGradient.apply(out))
     found = _located_backward(model, torch.randn(16, 4, requires_grad=True)).found
     assert found is not None
     assert (found.module, found.tensor, found.parameter) == ("body.2", "grad", "weight")
@@ -225,7 +210,7 @@ def test_an_activation_gradient_before_a_weight_gradient_wins() -> None:
     # one; body.0's weight gradient, NaN as well, comes later and does not win.
     torch.manual_seed(0)
     model = Net()
-    model.body[1].register_forward_hook(lambda m, a, out: NanInputGradient.apply(out))
+    model.body[1].register_forward_hook(lambda m, a, out: NanGradient.apply(out))
     found = _located_backward(model, torch.randn(16, 4, requires_grad=True)).found
     assert found is not None
     assert model.body[0].weight.grad is not None

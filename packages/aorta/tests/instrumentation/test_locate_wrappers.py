@@ -18,10 +18,7 @@ dist = pytest.importorskip("torch.distributed")
 
 from aorta.instrumentation.locate import Locator  # noqa: E402
 from aorta.instrumentation.locate_record import Location  # noqa: E402
-
-
-def _nan_grad(grad: torch.Tensor) -> torch.Tensor:
-    return grad * math.nan
+from aorta.workloads.fsdp.inject import nan_grad  # noqa: E402
 
 
 class Stack(torch.nn.Module):
@@ -59,14 +56,14 @@ def _weight_nan_on_use(module: torch.nn.Module) -> None:
     def pre_hook(mod: torch.nn.Module, args: object) -> None:
         weight = mod.get_parameter("weight")
         if not getattr(weight, "_test_nan_hooked", False):
-            weight.register_hook(_nan_grad)
+            weight.register_hook(nan_grad)
             weight._test_nan_hooked = True  # type: ignore[attr-defined]
 
     module.register_forward_pre_hook(pre_hook)
 
 
 def _nan_output_gradient(module: torch.nn.Module, args: object, output: torch.Tensor) -> None:
-    output.register_hook(_nan_grad)
+    output.register_hook(nan_grad)
 
 
 def _train_two_steps(model: torch.nn.Module, poison: Callable[[], None]) -> Location | None:
@@ -152,7 +149,7 @@ def test_fsdp2_compiled_blocks_weight_gradient_is_located(world_of_one: None) ->
         state = model.blocks[1]._get_fsdp_state()  # type: ignore[operator]
         params = state._fsdp_param_group.fsdp_params
         (weight,) = [p for p in params if p._param_fqn.endswith("0.weight")]
-        weight._unsharded_param.register_hook(_nan_grad)
+        weight._unsharded_param.register_hook(nan_grad)
 
     _assert_weight_grad(_train_two_steps(model, poison), "blocks.1.0")
 
@@ -163,7 +160,7 @@ def test_ddp_weight_gradient_is_located_under_the_model_s_own_name(world_of_one:
     torch.manual_seed(0)
     inner = Stack()
     model = DistributedDataParallel(inner)
-    found = _train_two_steps(model, lambda: inner.blocks[0][0].weight.register_hook(_nan_grad))
+    found = _train_two_steps(model, lambda: inner.blocks[0][0].weight.register_hook(nan_grad))
     _assert_weight_grad(found, "blocks.0.0")
 
 
@@ -172,7 +169,7 @@ def test_compiled_module_weight_gradient_is_located() -> None:
     torch.manual_seed(0)
     inner = Stack()
     model = torch.compile(inner, backend="aot_eager")
-    found = _train_two_steps(model, lambda: inner.head.weight.register_hook(_nan_grad))
+    found = _train_two_steps(model, lambda: inner.head.weight.register_hook(nan_grad))
     _assert_weight_grad(found, "head")
 
 

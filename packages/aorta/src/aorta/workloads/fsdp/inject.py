@@ -30,11 +30,12 @@ from torch.utils.hooks import RemovableHandle
 from aorta.errors import WorkloadConfigError
 
 
-def _nan(grad: torch.Tensor) -> torch.Tensor:
+def nan_grad(grad: torch.Tensor) -> torch.Tensor:
+    """`grad` turned NaN (a gradient hook that poisons what it is given)."""
     return grad * math.nan
 
 
-class _NanGradient(torch.autograd.Function):
+class NanGradient(torch.autograd.Function):
     """Identity forward; backward turns the gradient into NaN."""
 
     @staticmethod
@@ -43,7 +44,7 @@ class _NanGradient(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
-        return _nan(grad)
+        return nan_grad(grad)
 
 
 def injection_target(model: nn.Module, name: str, phase: str) -> nn.Module:
@@ -70,7 +71,7 @@ def _poison_input(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _nan_gradient(module: nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
-    return _NanGradient.apply(output)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+    return NanGradient.apply(output)  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
 
 @contextmanager
@@ -80,7 +81,7 @@ def nan_in_module(module: nn.Module, phase: str) -> Iterator[None]:
 
     def _nan_weight_gradient(module: nn.Module, args: tuple[Any, ...]) -> None:
         weight = module.get_parameter("weight")
-        handles.append(weight.register_hook(_nan))  # type: ignore[no-untyped-call]  # untyped
+        handles.append(weight.register_hook(nan_grad))  # type: ignore[no-untyped-call]  # untyped
 
     if phase == "forward":
         handles.append(module.register_forward_pre_hook(_poison_input))
