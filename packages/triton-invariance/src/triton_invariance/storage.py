@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -284,29 +285,39 @@ def commit_invariance(
         dict(recorded or {}),
     )
     text = _text(new)
+    with _baselines_locked(path.parent):
+        outcome: CommitOutcome = "created"
+        if path.exists():
+            try:  # never blocks on a FIFO planted under the baseline's name
+                old_text: str | None = _read_regular(path).decode("utf-8")
+            except (OSError, UnicodeDecodeError, BaselineError):
+                old_text = None
+            if old_text == text:
+                return "unchanged"
+            outcome = "updated"
+        write_text_atomic(path, text, overwrite=True)
+    return outcome
+
+
+@contextmanager
+def _baselines_locked(directory: Path) -> Iterator[None]:
+    """Create `directory` and hold its lock while the body writes baselines into it.
+
+    A lock held too long, or a directory this user cannot write, is a `BaselineError` naming
+    the directory: a read-only or foreign baselines directory is a setup problem, not a crash.
+    """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
-            outcome: CommitOutcome = "created"
-            if path.exists():
-                try:  # never blocks on a FIFO planted under the baseline's name
-                    old_text: str | None = _read_regular(path).decode("utf-8")
-                except (OSError, UnicodeDecodeError, BaselineError):
-                    old_text = None
-                if old_text == text:
-                    return "unchanged"
-                outcome = "updated"
-            write_text_atomic(path, text, overwrite=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        with hold_lock(directory / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
+            yield
     except LockBusyError:
         raise BaselineError(
-            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
+            directory, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
         ) from None
     except OSError as exc:
-        # A read-only or foreign baselines directory is a setup problem, not a crash.
         raise BaselineError(
-            path.parent, f"cannot write baselines here ({exc.strerror or exc})"
+            directory, f"cannot write baselines here ({exc.strerror or exc})"
         ) from None
-    return outcome
 
 
 def _text(baseline: Baseline) -> str:
@@ -318,19 +329,10 @@ def write_new_baseline(baseline: Baseline, base: str | os.PathLike[str] | None =
     directory lock); False when one was, which is left untouched (it is newer than a re-keyed
     old baseline)."""
     path = baseline_path(baseline.kernel_name, baseline.signature_hash, base)
-    try:
-        with hold_lock(path.parent / LOCK_NAME, timeout_s=_LOCK_TIMEOUT_S):
-            if path.exists() or path.is_symlink():
-                return False
-            write_text_atomic(path, _text(baseline), overwrite=True)
-    except LockBusyError:
-        raise BaselineError(
-            path.parent, f"another process held the baselines lock for {_LOCK_TIMEOUT_S:.0f} s"
-        ) from None
-    except OSError as exc:
-        raise BaselineError(
-            path.parent, f"cannot write baselines here ({exc.strerror or exc})"
-        ) from None
+    with _baselines_locked(path.parent):
+        if path.exists() or path.is_symlink():
+            return False
+        write_text_atomic(path, _text(baseline), overwrite=True)
     return True
 
 
