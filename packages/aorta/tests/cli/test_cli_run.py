@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from aorta_testing import ctrl_c_once
 
 from aorta.cli.main import main
 
@@ -129,18 +128,8 @@ def test_ctrl_c_keeps_finished_trial_files_and_exits_130(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        runs = list((tmp_path / "toy").glob("*/trial_1.json"))
-        if runs:
-            break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("no trial finished in time")
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    returncode, err = ctrl_c_once(proc, tmp_path / "toy", "*/trial_1.json")
+    assert returncode == 130
     assert "Traceback" not in err
     run_dir = _run_dir(tmp_path, "toy")
     kept = sorted(run_dir.glob("trial_*.json"))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from aorta.runner.models import TrialResult
@@ -86,3 +90,19 @@ def adaptive_recipe(
     }
     path.write_text(yaml.safe_dump({**recipe, **top}))
     return path
+
+
+def ctrl_c_once(
+    proc: subprocess.Popen[str], root: Path, pattern: str, *, timeout_s: float = 60
+) -> tuple[int, str]:
+    """Send `proc` a Ctrl-C (SIGINT) once a file matching `pattern` exists under `root`; its
+    exit status and stderr. Fails the test when no such file appears within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not list(root.glob(pattern)):
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("no trial finished in time")
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, err

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from aorta_testing import adaptive_recipe
+from aorta_testing import adaptive_recipe, ctrl_c_once
 
 AORTA = str(Path(sys.executable).with_name("aorta"))
 
@@ -121,15 +119,8 @@ def _interrupt_then_resume(tmp_path: Path, path: Path) -> Path:
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob("out/*/*/*/cells/fix/trial_1.json")):
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("no trial finished in time")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    returncode, err = ctrl_c_once(proc, tmp_path, "out/*/*/*/cells/fix/trial_1.json", timeout_s=120)
+    assert returncode == 130, err
     run_dir = _run_dir(tmp_path / "out")
     assert len(_trial_ids(run_dir, "fix")) < 5  # interrupted before the rule decided
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from aorta_testing import ctrl_c_once
 
 from aorta.cli.main import main
 from aorta.errors import AortaUsageError, EnvironmentUnavailableError
@@ -50,15 +49,8 @@ def _interrupted_run(tmp_path: Path, order: str = "sequential") -> Path:
         text=True,
         env={**os.environ, "AORTA_TOY_SLEEP_S": "0.02"},
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob("*/*/*/cells/none-local/trial_2.json")):
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("no trial finished in time")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    returncode, err = ctrl_c_once(proc, tmp_path, "*/*/*/cells/none-local/trial_2.json")
+    assert returncode == 130, err
     assert "Traceback" not in err
     (run_dir,) = [p for p in tmp_path.glob("*/*/*") if p.is_dir()]
     assert f"aorta triage run --resume {run_dir}" in err  # the way out is printed
@@ -229,15 +221,8 @@ def _interrupted_command_run(tmp_path: Path) -> tuple[Path, str]:
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.glob("out/*/*/*/cells/*/trial_0.json")):
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("no trial finished in time")
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    returncode, err = ctrl_c_once(proc, tmp_path, "out/*/*/*/cells/*/trial_0.json")
+    assert returncode == 130, err
     (run_dir,) = [p for p in tmp_path.glob("out/*/*/*") if p.is_dir()]
     (printed,) = [line for line in err.splitlines() if "to finish it: " in line]
     return run_dir, printed.split("to finish it: ", 1)[1]
