@@ -7,7 +7,10 @@ import inspect
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # benchmarks import these helpers too, without pytest
+    import pytest
 
 TARGETS: dict[str, tuple[str, int | str, int]] = {
     "cuda:80": ("cuda", 80, 32),
@@ -108,3 +111,14 @@ def print_generic(ttgir_text: str, target: str, directory: Path) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"{printer.name} exited {done.returncode}: {done.stderr.strip()}")
     return done.stdout
+
+
+def invariance_mode(
+    monkeypatch: pytest.MonkeyPatch, mode: str, directory: Path | None = None
+) -> None:
+    """Switch the hooks to `mode` (commit / compare), with baselines in `directory` if given."""
+    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(f"TRITON_INVARIANCE_{mode.upper()}", "1")
+    if directory is not None:
+        monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(directory))

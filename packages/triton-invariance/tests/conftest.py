@@ -45,3 +45,21 @@ def ttgir(triton_cache_dir: Path) -> Callable[..., str]:
         return memo[key]
 
     return get
+
+
+@pytest.fixture
+def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The hooks installed with a reporter collecting their log lines: a private Triton cache,
+    no mode set yet, baselines under tmp_path/base (`invariance_mode` sets the mode)."""
+    from triton_invariance import hooks
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "base"))
+    lines: list[str] = []
+    hooks.uninstall()
+    hooks.install(report=lines.append)
+    yield lines
+    hooks.uninstall()

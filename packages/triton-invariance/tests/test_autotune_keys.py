@@ -4,14 +4,13 @@ own, and reports a shape it has not seen as `new`. Real compiles for cuda and hi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 import triton
-from compile_helpers import TARGETS, load_variant, source_of
+from compile_helpers import TARGETS, invariance_mode, load_variant, source_of
 from triton.backends.compiler import GPUTarget
 from tutorial_matmul import tile_matmul
 
@@ -27,18 +26,6 @@ CONFIGS = [
 FAST = {256: 4, 512: 2, 1024: 4}
 
 
-@pytest.fixture
-def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "base"))
-    lines: list[str] = []
-    hooks.uninstall()
-    hooks.install(report=lines.append)
-    yield lines
-    hooks.uninstall()
-
-
 def _launch(matmul: Any, size: int, target: str) -> None:
     a = torch.empty((size, size), dtype=torch.float16)
     c = torch.empty((size, size), dtype=torch.float16)
@@ -50,12 +37,6 @@ def _launch(matmul: Any, size: int, target: str) -> None:
         matmul[lambda m: (triton.cdiv(size, m["BLOCK_M"]), triton.cdiv(size, m["BLOCK_N"]))](
             a, a, c, size, size, size, size, 1, size, 1, size, 1
         )
-
-
-def _mode(monkeypatch: pytest.MonkeyPatch, mode: str) -> None:
-    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(f"TRITON_INVARIANCE_{mode.upper()}", "1")
 
 
 def _new_process(matmul: Any) -> None:
@@ -73,7 +54,7 @@ def test_each_shape_keeps_its_own_winner_and_an_unseen_shape_is_new(
     )
     matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(jit)
 
-    _mode(monkeypatch, "commit")
+    invariance_mode(monkeypatch, "commit")
     for size in (256, 512):
         _launch(matmul, size, target)
     baselines = [read_baseline_file(p) for p in list_baselines(tmp_path / "base")]
@@ -84,7 +65,7 @@ def test_each_shape_keeps_its_own_winner_and_an_unseen_shape_is_new(
 
     # Before per-key baselines the second shape's winner overwrote the first, and comparing
     # the first shape failed; now each shape compares with its own winner.
-    _mode(monkeypatch, "compare")
+    invariance_mode(monkeypatch, "compare")
     _new_process(matmul)
     for size in (256, 512):
         _launch(matmul, size, target)
@@ -105,7 +86,7 @@ def test_check_reports_a_new_key_as_new(
 
     jit = load_variant(source_of(tile_matmul), tmp_path, "keyed_check", "tile_matmul")
     matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(jit)
-    _mode(monkeypatch, "commit")
+    invariance_mode(monkeypatch, "commit")
     _launch(matmul, 256, "cuda:90")
     monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "current"))
     _new_process(matmul)
@@ -153,18 +134,18 @@ def test_check_falls_back_to_a_baseline_from_before_per_key_baselines(
     matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
         load_variant(source, tmp_path, f"keyless_{tag}", "tile_matmul")
     )
-    _mode(monkeypatch, "commit")
+    invariance_mode(monkeypatch, "commit")
     _launch(matmul, 256, target)
     old_file = _as_keyless(tmp_path / "base")
 
     # The hooks compare against it (the lookup `check` now shares).
-    _mode(monkeypatch, "compare")
+    invariance_mode(monkeypatch, "compare")
     _new_process(matmul)
     _launch(matmul, 256, target)
     assert ": match," in reported[-1] and f"read from {old_file.name}" in reported[-1]
 
     monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "current"))
-    _mode(monkeypatch, "commit")
+    invariance_mode(monkeypatch, "commit")
     _new_process(matmul)
     _launch(matmul, 256, target)
     capsys.readouterr()
@@ -206,7 +187,7 @@ def test_rekey_gives_each_autotune_key_its_own_copy_of_the_single_baseline(
     matmul = triton.autotune(configs=CONFIGS, key=["M", "N", "K"])(
         load_variant(source_of(tile_matmul), tmp_path, "rekey_keyless", "tile_matmul")
     )
-    _mode(monkeypatch, "commit")
+    invariance_mode(monkeypatch, "commit")
     _launch(matmul, 256, "cuda:90")
     old_file = _as_keyless(tmp_path / "base")
     old = read_baseline_file(old_file)

@@ -4,13 +4,12 @@ baseline key ignores argument names. Real compiles for cuda and hip, nothing lau
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from compile_helpers import TARGETS, load_variant
+from compile_helpers import TARGETS, invariance_mode, load_variant
 from triton.backends.compiler import GPUTarget
 
 from triton_invariance import hooks
@@ -35,19 +34,6 @@ RENAMED = (
 CHANGED = PLAIN.replace("* 2.0", "* 3.0")
 
 
-@pytest.fixture
-def reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
-    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
-    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
-        monkeypatch.delenv(name, raising=False)
-    lines: list[str] = []
-    hooks.uninstall()
-    hooks.install(report=lines.append)
-    yield lines
-    hooks.uninstall()
-
-
 def _launch(source: str, directory: Path, module: str, target: str) -> Any:
     """Load `source` as a fresh module (a new process would see a new kernel) and launch it
     with positional arguments, as a caller that never names them."""
@@ -58,24 +44,17 @@ def _launch(source: str, directory: Path, module: str, target: str) -> Any:
     return fn
 
 
-def _mode(monkeypatch: pytest.MonkeyPatch, mode: str, directory: Path) -> None:
-    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(f"TRITON_INVARIANCE_{mode.upper()}", "1")
-    monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(directory))
-
-
 @pytest.mark.parametrize("target", ["cuda:90", "hip:gfx942"])
 def test_plain_kernel_committed_compared_and_a_rename_still_matches(
     target: str, reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tag = target.replace(":", "_")
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     _launch(PLAIN, tmp_path, f"plain_{tag}", target)
     [committed] = list((tmp_path / "base").glob("plain_scale_*.json"))
     assert len(reported) == 1 and ": created," in reported[0]
 
-    _mode(monkeypatch, "compare", tmp_path / "base")
+    invariance_mode(monkeypatch, "compare", tmp_path / "base")
     _launch(RENAMED, tmp_path, f"renamed_{tag}", target)
     assert ": match," in reported[-1], reported
 
@@ -90,11 +69,11 @@ def test_plain_kernel_commit_feeds_the_cli_check(
     reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The documented CI flow: COMMIT into a fresh directory, then `triton-invariance check`."""
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     _launch(PLAIN, tmp_path, "ci_plain", "cuda:90")
-    _mode(monkeypatch, "commit", tmp_path / "renamed")
+    invariance_mode(monkeypatch, "commit", tmp_path / "renamed")
     _launch(RENAMED, tmp_path, "ci_renamed", "cuda:90")
-    _mode(monkeypatch, "commit", tmp_path / "changed")
+    invariance_mode(monkeypatch, "commit", tmp_path / "changed")
     _launch(CHANGED, tmp_path, "ci_changed", "cuda:90")
     base = str(tmp_path / "base")
     assert cli_main(["check", str(tmp_path / "renamed"), "--dir", base]) == 0
@@ -106,7 +85,7 @@ def test_plain_kernel_with_two_num_warps_gets_two_baselines(
 ) -> None:
     """Launch options a caller picks are a specialisation: a plain kernel launched with two
     num_warps values keeps two baselines instead of the second overwriting the first."""
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     fn = load_variant(PLAIN, tmp_path, "warps_plain", "plain_scale")
     x, out = torch.ones(4096), torch.empty(4096)
     with compile_only(GPUTarget(*TARGETS["cuda:90"])):
@@ -123,7 +102,7 @@ def test_a_baseline_under_the_old_name_keyed_hash_is_still_read(
     with a note saying how to re-key it."""
     from triton_invariance.storage import commit_invariance, read_baseline_file
 
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     _launch(PLAIN, tmp_path, "legacy_plain", "cuda:90")
     [new_file] = list((tmp_path / "base").glob("plain_scale_*.json"))
     [variant] = [v for v in hooks._state.variants.values() if v.kernel_name == "plain_scale"]
@@ -139,7 +118,7 @@ def test_a_baseline_under_the_old_name_keyed_hash_is_still_read(
     )
     new_file.unlink()
     hooks._state.decided.clear()
-    _mode(monkeypatch, "compare", tmp_path / "base")
+    invariance_mode(monkeypatch, "compare", tmp_path / "base")
     _launch(PLAIN, tmp_path, "legacy_plain_again", "cuda:90")
     assert ": match," in reported[-1]
     assert f"plain_scale_{keys.legacy_sig_hash}.json, filed by argument names" in reported[-1]
@@ -153,11 +132,11 @@ def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
     the baseline it replaced and what differs, instead of a bare "no baseline"."""
     from triton_invariance.errors import BaselineNotFoundError
 
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     _launch(PLAIN, tmp_path, "near_plain", "cuda:90")
     fn = load_variant(PLAIN, tmp_path, "near_wider", "plain_scale")
     x, out = torch.ones(4096), torch.empty(4096)
-    _mode(monkeypatch, "compare", tmp_path / "base")
+    invariance_mode(monkeypatch, "compare", tmp_path / "base")
     with (
         pytest.raises(BaselineNotFoundError) as info,
         compile_only(GPUTarget(*TARGETS["cuda:90"])),
@@ -167,7 +146,7 @@ def test_a_changed_constexpr_is_diffed_against_the_nearest_baseline(
     assert "nearest baseline plain_scale_" in message
     assert "BLOCK: 128 -> 256" in message and "changed components:" in message
 
-    _mode(monkeypatch, "commit", tmp_path / "current")
+    invariance_mode(monkeypatch, "commit", tmp_path / "current")
     fn2 = load_variant(PLAIN, tmp_path, "near_wider_commit", "plain_scale")
     with compile_only(GPUTarget(*TARGETS["cuda:90"])):
         fn2[(16,)](x, out, 4096, 256)
@@ -182,11 +161,11 @@ def test_fp_fusion_off_with_the_same_binary_is_a_match_with_a_note(
     same binary either way, and the compare says exactly that instead of a mismatch."""
     copy = PLAIN.replace(" * 2.0", "")
     tag = target.replace(":", "_")
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     # One module file for both: the binary's line info names the source file.
     _launch(copy, tmp_path, f"fusion_{tag}", target)
     monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
-    _mode(monkeypatch, "compare", tmp_path / "base")
+    invariance_mode(monkeypatch, "compare", tmp_path / "base")
     _launch(copy, tmp_path, f"fusion_{tag}", target)
     assert ": match," in reported[-1]
     assert "option changed; compiled code identical (same binary)" in reported[-1]
@@ -202,7 +181,7 @@ def test_autotuner_warmup_commits_no_config_as_a_plain_kernel(
     fn = load_variant(PLAIN, tmp_path, "warm_plain", "plain_scale")
     configs = [triton.Config({"BLOCK": b}) for b in (64, 128)]
     tuned = triton.autotune(configs=configs, key=["n"])(fn)
-    _mode(monkeypatch, "commit", tmp_path / "base")
+    invariance_mode(monkeypatch, "commit", tmp_path / "base")
     x, out = torch.ones(4096), torch.empty(4096)
     with compile_only(GPUTarget(*TARGETS["cuda:90"])):
         tuned.warmup(x, out, 4096, grid=(1,))
@@ -244,13 +223,13 @@ def test_record_scalars_in_the_environment_mode_reports_a_changed_eps(
             fn[(32,)](x, out, 4096, scale, 128)
 
     try:
-        _mode(monkeypatch, "commit", tmp_path / "base")
+        invariance_mode(monkeypatch, "commit", tmp_path / "base")
         launch(f"eps_commit_{tag}", 1e-5)
         [committed] = list((tmp_path / "base").glob("plain_scale_*.json"))
         assert read_baseline_file(committed).recorded["launch_scalars"] == {
             "#3": {"name": "scale", "values": ["1e-05"]}
         }
-        _mode(monkeypatch, "compare", tmp_path / "base")
+        invariance_mode(monkeypatch, "compare", tmp_path / "base")
         launch(f"eps_same_{tag}", 1e-5)
         assert ": match," in lines[-1]
         with pytest.raises(LaunchScalarsChangedError) as info:
@@ -302,11 +281,11 @@ def test_rekey_moves_a_name_keyed_baseline_to_its_position_key(
 
     tag = target.replace(":", "_")
     base = tmp_path / "base"
-    _mode(monkeypatch, "commit", base)
+    invariance_mode(monkeypatch, "commit", base)
     _launch(PLAIN, tmp_path, f"rekey_plain_{tag}", target)
     old_file, new_name = _as_name_keyed(base)
     old = read_baseline_file(old_file)
-    _mode(monkeypatch, "commit", tmp_path / "current")
+    invariance_mode(monkeypatch, "commit", tmp_path / "current")
     hooks._state.decided.clear()
     # The same source as at commit: the argument names are what the old key was made of.
     _launch(PLAIN, tmp_path, f"rekey_current_{tag}", target)
@@ -354,10 +333,10 @@ def test_rekey_never_overwrites_a_baseline_committed_since(
     from triton_invariance.storage import list_baselines, read_baseline_file, write_new_baseline
 
     base = tmp_path / "base"
-    _mode(monkeypatch, "commit", base)
+    invariance_mode(monkeypatch, "commit", base)
     _launch(PLAIN, tmp_path, "race_plain", "cuda:90")
     old_file, new_name = _as_name_keyed(base)
-    _mode(monkeypatch, "commit", tmp_path / "current")
+    invariance_mode(monkeypatch, "commit", tmp_path / "current")
     hooks._state.decided.clear()
     _launch(CHANGED, tmp_path, "race_changed", "cuda:90")
     current = [read_baseline_file(p) for p in list_baselines(tmp_path / "current")]
