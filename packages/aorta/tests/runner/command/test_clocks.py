@@ -117,4 +117,7 @@ def test_cpu_clock_ignores_a_competitor_that_doubles_the_wall_time(tmp_path: Pat
         competitor.wait()
     work_ms = SECONDS * 1000
     assert 0.75 * work_ms < mean(by_cpu.step_times_ms) < 1.5 * work_ms
-    assert mean(by_arrival.step_times_ms) > 1.6 * work_ms  # the wall clock saw the competitor
+    # The wall clock saw the competitor. Not a full 2x: the scheduler's split of one CPU between
+    # a sleeper-woken trial and a spinner is not exactly even (1.55x seen in a loaded CI run).
+    arrival = mean(by_arrival.step_times_ms)
+    assert arrival > 1.3 * work_ms and arrival > 1.2 * mean(by_cpu.step_times_ms)
