@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 
 from oellm_autoexp.config.loader import parse_config
-from oellm_autoexp.planning import build_plan
-from oellm_autoexp.planning.build import sweep_entry
+from oellm_autoexp.planning import plan_stream
+from oellm_autoexp.planning.build import ScriptChunk, sweep_entry
 from oellm_autoexp.planning.write import _JobLines
 
 
-def _jobs(root: Path, **extra: Any) -> list[Any]:
+def _chunks(root: Path, **extra: Any) -> list[ScriptChunk]:
     config = parse_config(
         {
             "project": {"name": "proj", "base_output_dir": str(root)},
@@ -32,7 +32,7 @@ def _jobs(root: Path, **extra: Any) -> list[Any]:
             **extra,
         }
     )
-    return list(build_plan(config).plan.jobs)
+    return list(plan_stream(config).chunks())
 
 
 @pytest.mark.parametrize(
@@ -44,10 +44,22 @@ def _jobs(root: Path, **extra: Any) -> list[Any]:
     ],
 )
 def test_each_line_is_the_jobs_json(tmp_path: Path, extra: dict[str, Any]) -> None:
-    jobs = _jobs(tmp_path, **extra)
+    chunks = _chunks(tmp_path, **extra)
     lines = _JobLines()
-    for job in jobs:
-        entry, line = lines(job)
-        assert entry == json.dumps(sweep_entry(job), allow_nan=False)
-        assert line == json.dumps(job.to_dict(), allow_nan=False)
-    assert len({job.script for job in jobs}) > 1  # the shared part changed along the way
+    checked = 0
+    for chunk in chunks:
+        lines.start(chunk)
+        jobs = chunk.jobs()
+        assert len(jobs) == len(chunk.rows)
+        for task_index, (row, job) in enumerate(zip(chunk.rows, jobs, strict=True)):
+            entry, line = lines(row, task_index)
+            assert entry == json.dumps(sweep_entry(job), allow_nan=False)
+            assert line == json.dumps(job.to_dict(), allow_nan=False)
+            # the same text from the JobPlan a PlanResult holds (`write_plan`)
+            again = ScriptChunk.of_jobs(chunk.script, chunk.text, jobs)
+            lines.start(again)
+            assert lines(again.rows[task_index], task_index) == (entry, line)
+            lines.start(chunk)
+            checked += 1
+    assert checked == 4 * (2 if "stages" in extra else 1)
+    assert len(chunks) > 1  # the shared part changed along the way

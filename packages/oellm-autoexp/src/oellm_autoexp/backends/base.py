@@ -22,7 +22,6 @@ from compoconf import ConfigInterface, RegistrableConfigInterface, register_inte
 JOB_FIELDS = ("job_id", "name", "index", "output_dir", "project")
 
 
-@dataclass(frozen=True)
 class JobContext:
     """What a backend knows about one job when it builds its command.
 
@@ -30,16 +29,115 @@ class JobContext:
     `output_dir` is the job's own directory under the output root. `world_size` is the number of
     processes the job's SLURM settings start in one distributed world (None when they do not
     say, e.g. no GPUs requested); `cluster_env` the cluster-level environment (`slurm.env`).
+
+    Immutable (`replace` makes a changed copy). `output_dir` may be given as its text, which
+    must then be the path's normal form (what ``str(Path(text))`` returns): the planner makes
+    a million contexts whose backend mostly formats the directory into argv, and building a
+    `Path` and its text per job cost as much as the rest of the context. The `Path` is made
+    when a backend first asks for it.
     """
+
+    __slots__ = (
+        "_output_path",
+        "_output_text",
+        "cluster_env",
+        "index",
+        "job_id",
+        "name",
+        "params",
+        "project",
+        "world_size",
+    )
 
     job_id: str
     name: str
     index: int
     params: Mapping[str, Any]
-    output_dir: Path
     project: str
-    world_size: int | None = None
-    cluster_env: Mapping[str, str] = field(default_factory=dict)
+    world_size: int | None
+    cluster_env: Mapping[str, str]
+    _output_text: str
+    _output_path: Path | None
+
+    def __init__(
+        self,
+        job_id: str,
+        name: str,
+        index: int,
+        params: Mapping[str, Any],
+        output_dir: Path | str,
+        project: str,
+        world_size: int | None = None,
+        cluster_env: Mapping[str, str] | None = None,
+    ) -> None:
+        init = object.__setattr__  # the instance is immutable once made
+        init(self, "job_id", job_id)
+        init(self, "name", name)
+        init(self, "index", index)
+        init(self, "params", params)
+        init(self, "project", project)
+        init(self, "world_size", world_size)
+        init(self, "cluster_env", {} if cluster_env is None else cluster_env)
+        if isinstance(output_dir, str):
+            init(self, "_output_text", output_dir)
+            init(self, "_output_path", None)
+        else:
+            init(self, "_output_text", str(output_dir))
+            init(self, "_output_path", output_dir)
+
+    @property
+    def output_dir(self) -> Path:
+        """The job's own directory under the output root."""
+        if self._output_path is None:
+            object.__setattr__(self, "_output_path", Path(self._output_text))
+        assert self._output_path is not None
+        return self._output_path
+
+    def replace(self, **changes: Any) -> JobContext:
+        """A copy with `changes` (keyword names as in the constructor) applied."""
+        fields: dict[str, Any] = {
+            "job_id": self.job_id,
+            "name": self.name,
+            "index": self.index,
+            "params": self.params,
+            "output_dir": self._output_path or self._output_text,
+            "project": self.project,
+            "world_size": self.world_size,
+            "cluster_env": self.cluster_env,
+        }
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"JobContext has no field {sorted(unknown)[0]!r}")
+        return JobContext(**{**fields, **changes})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"JobContext is immutable: cannot set {name!r} (use replace)")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JobContext):
+            return NotImplemented
+        return self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # params is a dict: equal, not hashable
+
+    def __repr__(self) -> str:
+        return (
+            f"JobContext(job_id={self.job_id!r}, name={self.name!r}, index={self.index!r}, "
+            f"params={self.params!r}, output_dir={self._output_text!r}, "
+            f"project={self.project!r}, world_size={self.world_size!r})"
+        )
+
+    def _key(self) -> tuple[Any, ...]:
+        return (
+            self.job_id,
+            self.name,
+            self.index,
+            self.params,
+            self._output_text,
+            self.project,
+            self.world_size,
+            self.cluster_env,
+        )
 
     def format_fields(self) -> dict[str, Any]:
         """Fields a backend string template may reference: the job's fields plus every param.
@@ -51,7 +149,7 @@ class JobContext:
             "job_id": self.job_id,
             "name": self.name,
             "index": self.index,
-            "output_dir": str(self.output_dir),
+            "output_dir": self._output_text,
             "project": self.project,
         }
         for key, value in self.params.items():

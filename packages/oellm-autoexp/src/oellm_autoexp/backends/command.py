@@ -15,6 +15,7 @@ shell-quotes every element, so values never reach a shell unquoted.
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -114,13 +115,44 @@ class CommandBackend(BackendInterface):
     def build_launch(self, job: JobContext) -> LaunchCommand:
         """argv/env templates formatted with this job's fields."""
         fields = job.format_fields()
+        argv, env = self._compiled
         return LaunchCommand(
-            argv=tuple(
-                [item.format_map(fields) if "{" in item else item for item in self.config.argv]
-            ),
-            env={name: _format(value, fields) for name, value in self.config.env.items()},
+            argv=tuple([_format(part, fields) for part in argv]),
+            env={name: _format(part, fields) for name, part in env},
+        )
+
+    @functools.cached_property
+    def _compiled(self) -> tuple[list[_Part], list[tuple[str, _Part]]]:
+        """The argv and env templates, each parsed once for every job of the plan."""
+        return (
+            [_compile(item) for item in self.config.argv],
+            [(name, _compile(value)) for name, value in self.config.env.items()],
         )
 
 
-def _format(template: str, fields: Mapping[str, Any]) -> str:
-    return template.format_map(fields) if "{" in template else template
+# A template as the planner formats it a million times: (_LITERAL, text), (_FIELD, name) for a
+# template that is one plain field (``"{lr}"``, most argv items), else (_TEMPLATE, template).
+_LITERAL, _FIELD, _TEMPLATE = 0, 1, 2
+_Part = tuple[int, str]
+
+
+def _compile(template: str) -> _Part:
+    if "{" not in template:  # taken as is, "}}" included (never formatted)
+        return _LITERAL, template
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError:  # malformed: `format_map` raises it again, as without this step
+        return _TEMPLATE, template
+    if len(parts) == 1:
+        literal, name, spec, conversion = parts[0]
+        if not literal and name and name.isidentifier() and not spec and conversion is None:
+            return _FIELD, name
+    return _TEMPLATE, template
+
+
+def _format(part: _Part, fields: Mapping[str, Any]) -> str:
+    kind, text = part
+    if kind == _LITERAL:
+        return text
+    # `"{lr}".format_map(fields)` is `format(fields["lr"])`, without parsing the template
+    return format(fields[text]) if kind == _FIELD else text.format_map(fields)

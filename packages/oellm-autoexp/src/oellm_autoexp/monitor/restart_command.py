@@ -78,7 +78,7 @@ class RestartScripts:
         overrides = dict(backend.restart_overrides(ctx, metadata))
         if not overrides:
             return None
-        changed = dataclasses.replace(ctx, params={**ctx.params, **overrides})
+        changed = ctx.replace(params={**ctx.params, **overrides})
         launch = backend.build_launch(changed)
         text = self._render(root, job, planned, changed, launch.argv, launch.env)
         path = self._new_path(job)

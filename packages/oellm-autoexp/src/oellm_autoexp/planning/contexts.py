@@ -32,6 +32,9 @@ class JobContexts:
         self.root = root
         self.dumped = dumped
         self.jobs_dir = root / "jobs"
+        # Names are single safe path components (`check_name`): "<jobs_dir>/<name>" is the
+        # normal form of the job's directory, without a `Path` per job (see `JobContext`).
+        self._jobs_text = str(self.jobs_dir)
         self.combinations = 0  # sweep combinations before `sweep.filter`
         self._seen_ids: dict[str, int] = {}
         self._seen_names: dict[str, int] = {}
@@ -96,7 +99,7 @@ class JobContexts:
             name=name,
             index=index,
             params=job_params,
-            output_dir=self.jobs_dir / name,
+            output_dir=f"{self._jobs_text}/{name}",
             project=self.config.project.name,
             world_size=self._world.of(job_params),
             cluster_env=self._world.env,

@@ -29,7 +29,8 @@ from oellm_autoexp.atomic import open_text_atomic, write_text_atomic
 from oellm_autoexp.errors import ConfigError
 from oellm_autoexp.json_encode import reusable_encoder
 from oellm_autoexp.plan import JobPlan, Plan, ScriptPlan
-from oellm_autoexp.planning.build import PlanResult, PlanStream, ScriptChunk, sweep_entry
+from oellm_autoexp.planning.build import JobRow, PlanResult, PlanStream, ScriptChunk
+from oellm_autoexp.planning.collector import rare_collections
 
 # How many scripts go through bash -n / sbatch --test-only. All scripts come from one
 # template with quoted values, so the first few represent the rest.
@@ -62,12 +63,13 @@ def write_stream(stream: PlanStream, *, test_only: str = "auto") -> WrittenPlan:
     def keep(chunk: ScriptChunk) -> None:
         nonlocal staged
         if len(kept) < KEPT_JOBS:
-            kept.extend(chunk.jobs[: KEPT_JOBS - len(kept)])
-        shape = tuple(sorted(chunk.jobs[0].sbatch.items()))
-        counts[shape] = counts.get(shape, 0) + len(chunk.jobs)
-        staged = staged or chunk.jobs[0].stage is not None
+            kept.extend(chunk.jobs(KEPT_JOBS - len(kept)))
+        shape = tuple(sorted(chunk.sbatch.items()))
+        counts[shape] = counts.get(shape, 0) + len(chunk.rows)
+        staged = staged or chunk.rows[0].stage is not None
 
-    scripts = _write_all(stream, _observed(stream.chunks(), keep))
+    with rare_collections():
+        scripts = _write_all(stream, _observed(stream.chunks(), keep))
     notes = check_scripts(scripts, stream.submit_cmd, test_only)
     return WrittenPlan(
         plan=stream.header(kept, scripts),
@@ -88,7 +90,7 @@ def write_plan(result: PlanResult, *, test_only: str = "auto") -> list[str]:
     for job in plan.jobs:
         by_script.setdefault(job.script, []).append(job)
     chunks = (
-        ScriptChunk(script, texts[script.path], tuple(by_script.get(script.path, ())))
+        ScriptChunk.of_jobs(script, texts[script.path], by_script.get(script.path, ()))
         for script in plan.scripts
     )
     target = _Written(
@@ -194,7 +196,6 @@ def _write_files(
         plan_json.write(_head(_plan_head(target), "jobs"))
         separator = ""
         job_lines = _JobLines()
-        last_log_path = ""
         for chunk in chunks:
             path = chunk.script.path
             check_script(
@@ -202,17 +203,18 @@ def _write_files(
             )
             made.file(path, chunk.text)
             scripts.append(chunk.script)
-            for job in chunk.jobs:
-                if job.log_path != last_log_path:  # the jobs of a script share one
-                    last_log_path = job.log_path
-                    log_dir = last_log_path.rpartition("/")[0]
-                    if log_dir not in log_dirs:
-                        # SLURM does not create --output's directory; a missing one kills the job.
-                        made.dirs(Path(log_dir))
-                        log_dirs.add(log_dir)
+            if not chunk.rows:
+                continue
+            log_dir = chunk.log_path.rpartition("/")[0]
+            if log_dir not in log_dirs:
+                # SLURM does not create --output's directory; a missing one kills the job.
+                made.dirs(Path(log_dir))
+                log_dirs.add(log_dir)
+            job_lines.start(chunk)
+            for task_index, row in enumerate(chunk.rows):
                 if jobs_exist:
-                    _check_job_dir(job.output_dir, root)
-                entry, line = job_lines(job)
+                    _check_job_dir(row.output_dir, root)
+                entry, line = job_lines(row, task_index)
                 plan_json.write(separator + line)
                 if sweep_json is not None:
                     sweep_json.write(separator + entry)
@@ -267,41 +269,43 @@ class _JobLines:
     """Jobs' sweep.json entries and plan.json lines (`JobPlan.to_dict`), as JSON text.
 
     The plan line starts with the sweep entry's four keys, so their (largest) part, the
-    params, is encoded once for both files; `log_path`, `script` and `sbatch`, the same for
-    every job of a script, are encoded once per script. `tests/plan/test_job_lines.py` holds
-    the text equal to ``json.dumps(job.to_dict())``.
+    params, is encoded once for both files; `command`, `env` and `output_dir` are encoded in
+    one call; `log_path`, `script`, `sbatch` and the array name, the same for every job of a
+    script, once per script (`start`). `tests/plan/test_job_lines.py` holds the text equal to
+    ``json.dumps(job.to_dict())``.
     """
 
     def __init__(self) -> None:
-        self._shared_by: tuple[str, Path, Mapping[str, str]] | None = None
         self._shared = ""
+        self._array_name: str | None = None
 
-    def __call__(self, job: JobPlan) -> tuple[str, str]:
-        entry = _ENCODE(sweep_entry(job))
-        shared_by = (job.log_path, job.script, job.sbatch)
-        if shared_by != self._shared_by:
-            self._shared_by = shared_by
-            self._shared = (
-                f'"log_path": {_ENCODE(job.log_path)}, "script": {_ENCODE(str(job.script))}, '
-                f'"sbatch": {_ENCODE(dict(job.sbatch))}'
-            )
-        array = job.array
-        where = "null"
-        if array is not None:
-            where = (
-                f'{{"array_name": {_ENCODE(array.array_name)}, "task_index": {array.task_index:d}}}'
-            )
-
-        stage = "" if job.stage is None else f', "stage": {_ENCODE(job.stage.to_dict())}'
-        env = job.env if isinstance(job.env, dict) else dict(job.env)
-        return entry, (
-            f'{entry[:-1]}, "command": {_ENCODE(job.command)}, "env": {_ENCODE(env)}, '
-            f'"output_dir": {_ENCODE(str(job.output_dir))}, {self._shared}, "array": {where}'
-            f"{stage}}}"
+    def start(self, chunk: ScriptChunk) -> None:
+        """Encode what the jobs of `chunk` share."""
+        script = chunk.script
+        self._shared = (
+            f'"log_path": {_ENCODE(chunk.log_path)}, "script": {_ENCODE(str(script.path))}, '
+            f'"sbatch": {_ENCODE(dict(chunk.sbatch))}, "array": '
         )
+        self._array_name = None if script.array_spec is None else _ENCODE(script.job_name)
+
+    def __call__(self, row: JobRow, task_index: int) -> tuple[str, str]:
+        """(sweep.json entry, plan.json line) of array task `task_index` of the script."""
+        # `sweep_entry` of the job, without building the JobPlan
+        entry = _ENCODE(
+            {"job_id": row.job_id, "name": row.name, "index": row.sweep_index, "params": row.params}
+        )
+        env = row.env if isinstance(row.env, dict) else dict(row.env)
+        launch = _ENCODE({"command": row.command, "env": env, "output_dir": row.output_dir})
+        where = (
+            "null"
+            if self._array_name is None
+            else f'{{"array_name": {self._array_name}, "task_index": {task_index:d}}}'
+        )
+        stage = "" if row.stage is None else f', "stage": {_ENCODE(row.stage.to_dict())}'
+        return entry, f"{entry[:-1]}, {launch[1:-1]}, {self._shared}{where}{stage}}}"
 
 
-def _check_job_dir(path: Path, root: Path) -> None:
+def _check_job_dir(path: str, root: Path) -> None:
     """jobs/<name> is created by the job; an existing one must be a real directory."""
     try:
         info = os.lstat(path)
@@ -310,7 +314,7 @@ def _check_job_dir(path: Path, root: Path) -> None:
     if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
         from oellm_autoexp.safe_paths import check_no_links
 
-        check_no_links(path, root)  # raises with the full message
+        check_no_links(Path(path), root)  # raises with the full message
 
 
 def _plan_head(target: PlanTarget) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from oellm_autoexp.config.schema import SlurmConfig
 from oellm_autoexp.errors import ConfigError
@@ -65,11 +65,10 @@ _PLAIN_WORD = re.compile(r"[\w@%+=:,./-]+", re.ASCII)
 _QUOTE_CACHE = 4096
 
 
-@dataclass(frozen=True)
-class TaskSpec:
+class TaskSpec(NamedTuple):  # one per job: a tuple is built ~3x faster than a frozen dataclass
     """One job as it appears in a script (raw values; quoting happens in `render`)."""
 
-    index: int
+    task_index: int  # the array task (0 for a single-job script); a tuple's `index` is a method
     job_id: str
     name: str
     output_dir: str
@@ -291,7 +290,7 @@ class Renderer:
 
         tasks = [
             {
-                "index": task.index,
+                "index": task.task_index,
                 "job_id": task.job_id
                 if plain(task.job_id)
                 else shell_word(task.job_id, key=f"job {task.name}: job id"),
