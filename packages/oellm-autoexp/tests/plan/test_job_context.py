@@ -1,0 +1,39 @@
+"""`JobContext`: immutable, `output_dir` the same `Path` whether given as a Path or its text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oellm_autoexp.backends.base import JobContext
+
+
+def _ctx(output_dir: Path | str) -> JobContext:
+    return JobContext("id1", "job", 3, {"lr": 0.1}, output_dir, "proj", world_size=8)
+
+
+def test_text_and_path_give_the_same_context() -> None:
+    from_text, from_path = _ctx("/out/jobs/job"), _ctx(Path("/out/jobs/job"))
+    assert from_text == from_path
+    assert from_text.output_dir == Path("/out/jobs/job")
+    assert from_text.output_dir is from_text.output_dir  # made once
+    assert from_text.format_fields() == from_path.format_fields()
+    assert from_text.format_fields()["output_dir"] == "/out/jobs/job"
+    assert from_text.cluster_env == {}
+
+
+def test_immutable_and_replace() -> None:
+    ctx = _ctx("/out/jobs/job")
+    with pytest.raises(AttributeError, match="immutable"):
+        ctx.name = "other"
+    changed = ctx.replace(params={"lr": 0.2})
+    assert changed.params == {"lr": 0.2} and ctx.params == {"lr": 0.1}
+    assert (changed.job_id, changed.output_dir, changed.world_size) == (
+        ctx.job_id,
+        ctx.output_dir,
+        ctx.world_size,
+    )
+    assert changed != ctx
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        ctx.replace(nope=1)
