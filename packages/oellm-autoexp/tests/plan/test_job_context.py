@@ -19,7 +19,7 @@ def test_text_and_path_give_the_same_context() -> None:
     assert from_text.output_dir == Path("/out/jobs/job")
     assert from_text.output_dir is from_text.output_dir  # made once
     assert from_text.format_fields() == from_path.format_fields()
-    assert from_text.format_fields()["output_dir"] == "/out/jobs/job"
+    assert from_text.format_fields()["output_dir"] == from_path.output_dir_text == "/out/jobs/job"
     assert from_text.cluster_env == {}
 
 

@@ -93,6 +93,11 @@ class JobContext:
         assert self._output_path is not None
         return self._output_path
 
+    @property
+    def output_dir_text(self) -> str:
+        """``str(output_dir)``, without making the `Path`."""
+        return self._output_text
+
     def replace(self, **changes: Any) -> JobContext:
         """A copy with `changes` (keyword names as in the constructor) applied."""
         fields: dict[str, Any] = {

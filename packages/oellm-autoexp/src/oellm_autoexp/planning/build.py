@@ -281,7 +281,7 @@ class PlanStream:
         rows = []
         for task_index, job in enumerate(jobs):
             ctx, launch = job.context, job.launch
-            output_dir = str(ctx.output_dir)
+            output_dir = ctx.output_dir_text
             tasks.append(
                 TaskSpec(task_index, ctx.job_id, ctx.name, output_dir, launch.env, launch.argv)
             )
