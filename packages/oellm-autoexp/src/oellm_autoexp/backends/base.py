@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from compoconf import ConfigInterface, RegistrableConfigInterface, register_interface
 
@@ -30,11 +30,12 @@ class JobContext:
     processes the job's SLURM settings start in one distributed world (None when they do not
     say, e.g. no GPUs requested); `cluster_env` the cluster-level environment (`slurm.env`).
 
-    Immutable (`replace` makes a changed copy). `output_dir` may be given as its text, which
-    must then be the path's normal form (what ``str(Path(text))`` returns): the planner makes
-    a million contexts whose backend mostly formats the directory into argv, and building a
-    `Path` and its text per job cost as much as the rest of the context. The `Path` is made
-    when a backend first asks for it.
+    Read-only: the attributes are `Final` for type checkers (`replace` makes a changed copy);
+    not enforced at run time, which would double the cost of making one. `output_dir` may be
+    given as its text, which must then be the path's normal form (what ``str(Path(text))``
+    returns): the planner makes a million contexts whose backend mostly formats the directory
+    into argv, and a `Path` and its text per job cost as much as the rest of the context. The
+    `Path` is made when a backend first asks for it.
     """
 
     __slots__ = (
@@ -49,16 +50,6 @@ class JobContext:
         "world_size",
     )
 
-    job_id: str
-    name: str
-    index: int
-    params: Mapping[str, Any]
-    project: str
-    world_size: int | None
-    cluster_env: Mapping[str, str]
-    _output_text: str
-    _output_path: Path | None
-
     def __init__(
         self,
         job_id: str,
@@ -70,27 +61,22 @@ class JobContext:
         world_size: int | None = None,
         cluster_env: Mapping[str, str] | None = None,
     ) -> None:
-        init = object.__setattr__  # the instance is immutable once made
-        init(self, "job_id", job_id)
-        init(self, "name", name)
-        init(self, "index", index)
-        init(self, "params", params)
-        init(self, "project", project)
-        init(self, "world_size", world_size)
-        init(self, "cluster_env", {} if cluster_env is None else cluster_env)
-        if isinstance(output_dir, str):
-            init(self, "_output_text", output_dir)
-            init(self, "_output_path", None)
-        else:
-            init(self, "_output_text", str(output_dir))
-            init(self, "_output_path", output_dir)
+        self.job_id: Final = job_id
+        self.name: Final = name
+        self.index: Final = index
+        self.params: Final = params
+        self.project: Final = project
+        self.world_size: Final = world_size
+        self.cluster_env: Final[Mapping[str, str]] = {} if cluster_env is None else cluster_env
+        path = None if isinstance(output_dir, str) else output_dir
+        self._output_text: Final[str] = str(output_dir)  # a str's own text: no copy
+        self._output_path: Path | None = path
 
     @property
     def output_dir(self) -> Path:
         """The job's own directory under the output root."""
         if self._output_path is None:
-            object.__setattr__(self, "_output_path", Path(self._output_text))
-        assert self._output_path is not None
+            self._output_path = Path(self._output_text)
         return self._output_path
 
     @property
@@ -114,9 +100,6 @@ class JobContext:
         if unknown:
             raise TypeError(f"JobContext has no field {sorted(unknown)[0]!r}")
         return JobContext(**{**fields, **changes})
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"JobContext is immutable: cannot set {name!r} (use replace)")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, JobContext):

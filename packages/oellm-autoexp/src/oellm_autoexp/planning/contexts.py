@@ -94,15 +94,15 @@ class JobContexts:
     ) -> JobContext:
         derived = _derived(self.config, self.dumped, params, name) if self.config.derived else {}
         job_params = {**params, **derived} if derived else params
-        return JobContext(
-            job_id=identifier,
-            name=name,
-            index=index,
-            params=job_params,
-            output_dir=f"{self._jobs_text}/{name}",
-            project=self.config.project.name,
-            world_size=self._world.of(job_params),
-            cluster_env=self._world.env,
+        return JobContext(  # positional: a million of them
+            identifier,
+            name,
+            index,
+            job_params,
+            f"{self._jobs_text}/{name}",
+            self.config.project.name,
+            self._world.of(job_params),
+            self._world.env,
         )
 
     def _staged(self, points: list[tuple[int, dict[str, Any]]]) -> Iterator[Planned]:
