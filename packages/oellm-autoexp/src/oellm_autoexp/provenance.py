@@ -155,12 +155,16 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
             commit = head.stdout.strip() if head.returncode == 0 else None
             branch = named.stdout.strip() if named.returncode == 0 else None
         status = run(["git", "status", "--porcelain=v1", "--untracked-files=normal"], root)
+        changed = [line for line in status.stdout.splitlines() if line.strip()]
+        patch = ""
         # Against HEAD: staged and unstaged changes together (an unborn branch has no HEAD).
-        diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
+        # Untracked files (`??`) are not in it, so with no other change the diff is empty
+        # and is not asked for (one git process less per plan of a clean tree).
+        if any(not line.startswith("??") for line in changed):
+            diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
+            patch = diff.stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"path": str(directory), "git": True, "error": f"git failed: {exc}"}
-    changed = [line for line in status.stdout.splitlines() if line.strip()]
-    patch = diff.stdout
     truncated = len(patch.encode()) > MAX_DIFF_BYTES
     if truncated:
         patch = patch.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")

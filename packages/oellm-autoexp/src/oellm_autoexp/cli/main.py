@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from oellm_autoexp.cli.migrate import register_migrate
-from oellm_autoexp.cli.monitor import register_commands
 from oellm_autoexp.errors import EXIT_OK
-from toolkit_core.cli import run_cli, version_option
+from toolkit_core.cli import LazyGroup, run_cli, version_option
 
 if TYPE_CHECKING:
     from oellm_autoexp.plan import Plan
@@ -43,7 +41,21 @@ _test_only_option = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# monitor, status, cleanup (oellm_autoexp.cli.monitor) and migrate (oellm_autoexp.cli.migrate)
+# are imported when they run or `--help` lists them: `submit` and `plan` do not use them.
+_LAZY_COMMANDS = {
+    "monitor": "oellm_autoexp.cli.monitor:monitor_command",
+    "status": "oellm_autoexp.cli.monitor:status_command",
+    "cleanup": "oellm_autoexp.cli.monitor:cleanup_command",
+    "migrate": "oellm_autoexp.cli.migrate:migrate_command",
+}
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy=_LAZY_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @version_option("oellm-autoexp", "oellm-autoexp")
 @click.option(
     "-v",
@@ -328,10 +340,6 @@ def _read_plan(plan_dir: Path) -> Plan:
 def _short(value: Any) -> str:
     text = repr(value) if isinstance(value, str) and " " in value else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
-
-
-register_commands(cli)  # monitor, status, cleanup (oellm_autoexp.cli.monitor)
-register_migrate(cli)  # migrate (oellm_autoexp.cli.migrate)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,6 @@ import yaml
 
 from oellm_autoexp.config.registrations import load_registrations_for
 from oellm_autoexp.config.schema import RootConfig
-from oellm_autoexp.config.selection import check_selected, raise_malformed_selected
 from oellm_autoexp.config.yaml_text import load_text, read_yaml
 from oellm_autoexp.errors import ConfigError, closest, one_line
 
@@ -211,6 +210,8 @@ def _compose(
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
+
+    from oellm_autoexp.config.selection import check_selected, raise_malformed_selected
 
     if not (directory / f"{name}.yaml").is_file():
         raise ConfigError(f"no config named {name!r} in {directory}")
