@@ -42,4 +42,3 @@ def migrate_command(upstream: Path, config_dir: Path | None) -> int:
         err=True,
     )
     return EXIT_OK
-

@@ -502,4 +502,3 @@ def _confirm(question: str) -> bool:
         raise AutoexpUsageError(
             "cleanup needs a yes/no answer and stdin gave none; pass --yes to skip the question"
         ) from None
-
