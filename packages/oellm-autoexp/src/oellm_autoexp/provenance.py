@@ -215,15 +215,17 @@ def _metadata_paths(entries: Sequence[Path]) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for entry in entries:
         try:
-            children = list(entry.iterdir())
+            # Names, not Path objects: the standard library's directory alone has hundreds of
+            # entries, and only the few metadata directories among them are wanted.
+            children = os.listdir(entry)
         except OSError:
             continue
         here: dict[str, list[Path]] = {}
         for child in children:
-            low = child.name.lower()
+            low = child.lower()
             if low.endswith((".dist-info", ".egg-info")):
                 name = _normalized(low.rpartition(".")[0].partition("-")[0])
-                here.setdefault(name, []).append(child)
+                here.setdefault(name, []).append(entry / child)
         for name, paths in here.items():
             found.setdefault(name, paths)
     return found
