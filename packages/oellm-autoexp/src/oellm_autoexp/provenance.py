@@ -217,7 +217,8 @@ def _metadata_paths(entries: Sequence[Path]) -> dict[str, list[Path]]:
         try:
             # Names, not Path objects: the standard library's directory alone has hundreds of
             # entries, and only the few metadata directories among them are wanted.
-            children = os.listdir(entry)
+            with os.scandir(entry) as listing:
+                children = [child.name for child in listing]
         except OSError:
             continue
         here: dict[str, list[Path]] = {}
