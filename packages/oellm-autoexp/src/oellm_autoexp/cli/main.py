@@ -352,11 +352,11 @@ def console_main() -> int:
 
     Before the process exits, every object it made is frozen (`gc.freeze`), so the
     interpreter's final garbage collection does not walk them all again: a process that is
-    about to end need not free its reference cycles, the OS takes its memory back. Every
-    file a command writes is closed (and synced) before it returns, and sys.stdout/stderr and
-    the atexit hooks are flushed and run as before. That final walk was ~37 M instructions
-    of a config dry run's ~0.8 G. In-process callers (tests, `api` users) call `main`,
-    which leaves the collector alone.
+    about to end need not free its reference cycles, the OS takes its memory back. Objects
+    in such cycles are then not finalized at exit (CPython does not promise that either);
+    sys.stdout/stderr are still flushed and the atexit hooks still run. That final walk was
+    ~38 M instructions of a config dry run's ~0.8 G. In-process callers (tests, `api`
+    users) call `main`, which leaves the collector alone.
     """
     import gc
 
