@@ -81,7 +81,7 @@ def _planned(
     from oellm_autoexp.config.schema import RootConfig
     from oellm_autoexp.errors import ConfigError
 
-    if reporter is None:  # the CLI passes its own: `reporting` (a dataclass) only for callers
+    if reporter is None:  # `reporting` only for callers that pass none (the CLI passes its own)
         from oellm_autoexp.reporting import NullReporter
 
         reporter = NullReporter()
