@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from oellm_autoexp.errors import AutoexpUsageError
-from oellm_autoexp.reporting import NullReporter, Reporter
 
 if TYPE_CHECKING:
     from oellm_autoexp.config.schema import RootConfig
     from oellm_autoexp.plan import Plan
     from oellm_autoexp.planning import PlanResult, WrittenPlan
+    from oellm_autoexp.reporting import Reporter
 
 
 def plan(
@@ -81,7 +81,10 @@ def _planned(
     from oellm_autoexp.config.schema import RootConfig
     from oellm_autoexp.errors import ConfigError
 
-    say = reporter or NullReporter()
+    if reporter is None:  # `reporting` only for callers that pass none (the CLI passes its own)
+        from oellm_autoexp.reporting import NullReporter
+
+        reporter = NullReporter()
     source: str | None = None
     if isinstance(config, RootConfig):
         root = config
@@ -108,7 +111,7 @@ def _planned(
         except OSError as exc:
             raise _write_error(exc, root.project.base_output_dir) from None
     for note in notes:
-        (say.warning if note.startswith("warning") else say.info)(note)
+        (reporter.warning if note.startswith("warning") else reporter.info)(note)
     return made
 
 

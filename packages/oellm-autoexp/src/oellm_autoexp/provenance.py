@@ -155,12 +155,16 @@ def git_state(directory: Path, *, run: Runner = _run) -> dict[str, Any]:
             commit = head.stdout.strip() if head.returncode == 0 else None
             branch = named.stdout.strip() if named.returncode == 0 else None
         status = run(["git", "status", "--porcelain=v1", "--untracked-files=normal"], root)
+        changed = [line for line in status.stdout.splitlines() if line.strip()]
+        patch = ""
         # Against HEAD: staged and unstaged changes together (an unborn branch has no HEAD).
-        diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
+        # Untracked files (`??`) are not in it, so with no other change the diff is empty
+        # and is not asked for (one git process less per plan of a clean tree).
+        if any(not line.startswith("??") for line in changed):
+            diff = run(["git", "diff", "HEAD" if commit else "--cached", "--no-color"], root)
+            patch = diff.stdout
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"path": str(directory), "git": True, "error": f"git failed: {exc}"}
-    changed = [line for line in status.stdout.splitlines() if line.strip()]
-    patch = diff.stdout
     truncated = len(patch.encode()) > MAX_DIFF_BYTES
     if truncated:
         patch = patch.encode()[:MAX_DIFF_BYTES].decode(errors="ignore")
@@ -211,15 +215,18 @@ def _metadata_paths(entries: Sequence[Path]) -> dict[str, list[Path]]:
     found: dict[str, list[Path]] = {}
     for entry in entries:
         try:
-            children = list(entry.iterdir())
+            # Names, not Path objects: the standard library's directory alone has hundreds of
+            # entries, and only the few metadata directories among them are wanted.
+            with os.scandir(entry) as listing:
+                children = [child.name for child in listing]
         except OSError:
             continue
         here: dict[str, list[Path]] = {}
         for child in children:
-            low = child.name.lower()
+            low = child.lower()
             if low.endswith((".dist-info", ".egg-info")):
                 name = _normalized(low.rpartition(".")[0].partition("-")[0])
-                here.setdefault(name, []).append(child)
+                here.setdefault(name, []).append(entry / child)
         for name, paths in here.items():
             found.setdefault(name, paths)
     return found

@@ -8,7 +8,7 @@ from typing import Any
 
 from oellm_autoexp.errors import AutoexpUsageError
 
-_ITEM = re.compile(r"^(\d+)(?:-(\d+))?$")
+_ITEM = r"^(\d+)(?:-(\d+))?$"  # compiled by `re` on first use (only --array-subset)
 
 
 def parse_subset(text: str, indices: Sequence[int]) -> list[int]:
@@ -20,7 +20,7 @@ def parse_subset(text: str, indices: Sequence[int]) -> list[int]:
     known = set(indices)
     chosen: set[int] = set()
     for item in text.split(","):
-        match = _ITEM.match(item.strip())
+        match = re.match(_ITEM, item.strip())
         if match is None:
             raise AutoexpUsageError(
                 f"--array-subset: {item.strip()!r} is not an index or a range like 5-7 "

@@ -21,6 +21,12 @@ UNUSED = (
     "oellm_autoexp.persistence",
     "oellm_autoexp.monitor.policies",
     "oellm_autoexp.monitor.triage_launch",
+    # Not imported at all (issue 26, fourth pass): the other commands, the Hydra-tree file
+    # selection, the monitor's Action type.
+    "oellm_autoexp.cli.monitor",
+    "oellm_autoexp.cli.migrate",
+    "oellm_autoexp.config.selection",
+    "oellm_autoexp.reporting",
 )
 
 
@@ -41,3 +47,18 @@ def test_a_dry_run_of_the_hello_sweep_imports_none_of_the_unused_modules(tmp_pat
     (provenance,) = tmp_path.glob("autoexp_runs/hello/plans/*/provenance.json")
     record = json.loads(provenance.read_text())
     assert record["packages"]["oellm-autoexp"] and record["host"] and record["user"]
+
+
+def test_the_console_script_freezes_the_heap_before_exit_and_main_does_not() -> None:
+    code = (
+        "import contextlib, gc, io, sys\n"
+        "from oellm_autoexp.cli import console_main, main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    first = main(['--help'])\n"
+        "    frozen_by_main = gc.get_freeze_count()\n"
+        "    sys.argv = ['oellm-autoexp', '--help']\n"
+        "    second = console_main()\n"
+        "print(first, second, frozen_by_main, gc.get_freeze_count() > 0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["0", "0", "0", "True"]

@@ -70,6 +70,29 @@ def test_git_state_records_commit_branch_dirty_files_and_the_diff(tmp_path: Path
     assert git_state(tmp_path)["git"] is False  # not a work tree
 
 
+def test_git_diff_runs_only_when_a_tracked_file_changed(tmp_path: Path) -> None:
+    repo = _repo(tmp_path)
+    calls: list[list[str]] = []
+
+    def recording(argv: Sequence[str], cwd: Path | None) -> subprocess.CompletedProcess[str]:
+        calls.append(list(argv))
+        return provenance._run(argv, cwd)
+
+    def diffs() -> int:
+        return sum(1 for argv in calls if argv[:2] == ["git", "diff"])
+
+    assert git_state(repo, run=recording)["diff"] == ""  # clean tree
+    (repo / "notes.txt").write_text("untracked\n")
+    untracked = git_state(repo, run=recording)
+    assert untracked["changed_files"] == ["?? notes.txt"] and untracked["diff"] == ""
+    assert _git(repo, "diff", "HEAD") == ""  # what the skipped call would have said
+    assert diffs() == 0
+    (repo / "staged.txt").write_text("staged line\n")
+    _git(repo, "add", "staged.txt")
+    staged = git_state(repo, run=recording)
+    assert diffs() == 1 and "+staged line" in staged["diff"]
+
+
 def test_a_huge_diff_is_cut_and_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     repo = _repo(tmp_path)
     (repo / "exp.yaml").write_text("x: 1\n" * 500)

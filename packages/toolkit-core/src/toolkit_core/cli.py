@@ -8,7 +8,7 @@ multi-line usage block), a `UsageError` is one line per problem on stderr with e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -16,7 +16,14 @@ import click
 from toolkit_core.errors import ExitCode, ToolkitError
 from toolkit_core.text import one_line
 
-__all__ = ["ExitCode", "distribution_version", "lazy_exports", "run_cli", "version_option"]
+__all__ = [
+    "ExitCode",
+    "LazyGroup",
+    "distribution_version",
+    "lazy_exports",
+    "run_cli",
+    "version_option",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,3 +109,29 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(module), name)
 
     return getattr_
+
+
+class LazyGroup(click.Group):
+    """A click group whose `lazy` subcommands (name -> ``"module:attribute"``) load on first use.
+
+    A command's module, with what it imports, is imported only when that command runs or a
+    listing (``--help``) names it, so the other commands do not pay for it at start-up.
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, the lazy ones included, sorted as click sorts them."""
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command `cmd_name`, importing its module first when it is a lazy one."""
+        target = self.lazy.pop(cmd_name, None)
+        if target is not None:
+            import importlib
+
+            module, _, attribute = target.partition(":")
+            self.add_command(getattr(importlib.import_module(module), attribute), cmd_name)
+        return super().get_command(ctx, cmd_name)

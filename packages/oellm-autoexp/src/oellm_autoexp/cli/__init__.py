@@ -4,6 +4,6 @@
 `status`, `cleanup`). Nothing here decides anything a library caller would need.
 """
 
-from oellm_autoexp.cli.main import cli, main
+from oellm_autoexp.cli.main import cli, console_main, main
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "console_main", "main"]

@@ -2,6 +2,6 @@
 
 import sys
 
-from oellm_autoexp.cli.main import main
+from oellm_autoexp.cli.main import console_main
 
-sys.exit(main())
+sys.exit(console_main())

@@ -42,8 +42,3 @@ def migrate_command(upstream: Path, config_dir: Path | None) -> int:
         err=True,
     )
     return EXIT_OK
-
-
-def register_migrate(group: click.Group) -> None:
-    """Add `migrate` to the `oellm-autoexp` group."""
-    group.add_command(migrate_command)

@@ -1,4 +1,4 @@
-"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (registered by main.py).
+"""CLI commands of the execution half: `monitor`, `status`, `cleanup` (main.py loads them lazily).
 
 `submit` (owned by main.py) calls `run_submit` for a real submission. Every command resolves the
 session directory from `--state-dir`, or from CONFIG's project (``<base_output_dir>/
@@ -502,9 +502,3 @@ def _confirm(question: str) -> bool:
         raise AutoexpUsageError(
             "cleanup needs a yes/no answer and stdin gave none; pass --yes to skip the question"
         ) from None
-
-
-def register_commands(group: click.Group) -> None:
-    """Add `monitor`, `status` and `cleanup` to the `oellm-autoexp` group."""
-    for command in (monitor_command, status_command, cleanup_command):
-        group.add_command(command)

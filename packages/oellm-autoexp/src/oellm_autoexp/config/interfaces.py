@@ -6,8 +6,9 @@ The config tree references restart policies and monitors by interface type
 `oellm_autoexp.monitor`; the config layer only needs these contracts.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: compoconf resolves a config class's annotations
+# (typing.get_type_hints) when it parses one, and each annotation kept as a string is
+# compiled then; evaluated here, at import, they cost a config load nothing (issue 26).
 from dataclasses import dataclass, field
 from typing import Any
 

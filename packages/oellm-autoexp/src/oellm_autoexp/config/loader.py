@@ -21,12 +21,11 @@ import yaml
 
 from oellm_autoexp.config.registrations import load_registrations_for
 from oellm_autoexp.config.schema import RootConfig
-from oellm_autoexp.config.selection import check_selected, raise_malformed_selected
 from oellm_autoexp.config.yaml_text import load_text, read_yaml
 from oellm_autoexp.errors import ConfigError, closest, one_line
 
 log = logging.getLogger(__name__)
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # tab is fine in a value
+_CONTROL = r"[\x00-\x08\x0a-\x1f\x7f]"  # tab is fine in a value; compiled on first use
 
 _INTERFACE_FIELDS = {"backend": "backend", "monitoring": "monitor"}
 
@@ -57,7 +56,7 @@ def load_config(
 
     register_resolvers()
     for override in overrides:
-        if _CONTROL.search(override):
+        if re.search(_CONTROL, override):
             raise ConfigError(
                 f"override {one_line(repr(override))} contains a control character (newline, "
                 "NUL, ...); no config value can carry one",
@@ -212,6 +211,8 @@ def _compose(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from oellm_autoexp.config.selection import check_selected, raise_malformed_selected
+
     if not (directory / f"{name}.yaml").is_file():
         raise ConfigError(f"no config named {name!r} in {directory}")
     # Hydra reads files with OmegaConf's loader, which turns 10:00:00 into 36000 and expands
@@ -269,11 +270,11 @@ def _omegaconf_error(exc: Exception, source: str) -> ConfigError:
         )
     message = getattr(exc, "msg", None) or _first_line(exc)
     # A resolver's own error (`oc.eval: ...`) is the message; OmegaConf's wrapper adds nothing.
-    message = _RESOLVER_WRAPPER.sub("", _first_line(message))
+    message = re.sub(_RESOLVER_WRAPPER, "", _first_line(message))
     return ConfigError(message, key=str(key) if key else None, file=source)
 
 
-_RESOLVER_WRAPPER = re.compile(r"^\w+ raised while resolving interpolation: ")
+_RESOLVER_WRAPPER = r"^\w+ raised while resolving interpolation: "
 
 
 def _first_line(exc: object) -> str:
@@ -377,18 +378,19 @@ def _check_class_names(data: Mapping[str, Any], source: str | None) -> None:
             )
 
 
-_UNDEFINED = re.compile(
-    r"Undefined keys (?P<undefined>set\(\)|\{.*?\}) and unset keys (?P<unset>set\(\)|\{.*?\}) "
-    r"in data .* at key (?P<key>\S*) for <class '(?P<cls>[^']+)'>: (?P<fields>\[.*\])$",
-    re.S,
+# The patterns of compoconf's messages, as text: `re` compiles (and caches) one when a parse
+# error first needs it, so a config that parses pays nothing for them.
+_UNDEFINED = (
+    r"(?s)Undefined keys (?P<undefined>set\(\)|\{.*?\}) and unset keys (?P<unset>set\(\)|\{.*?\}) "
+    r"in data .* at key (?P<key>\S*) for <class '(?P<cls>[^']+)'>: (?P<fields>\[.*\])$"
 )
-_CLASS_MISMATCH = re.compile(
+_CLASS_MISMATCH = (
     r"Bad data (?P<name>\S+)/config_class (?P<cls>\S+) match\.?(?: at key:? (?P<key>\S+))?"
 )
-_EXPECTED = re.compile(r"^(?P<what>Expected .*?) at key (?P<key>\S+)")
-_ANY_OF = re.compile(r"^Could not parse into any of \((?P<types>.*?)\) at key: (?P<key>\S+)")
-_NOT_PARSED = re.compile(r"^Could not parse (?P<value>.*) in (?P<type>\w+) at key:? (?P<key>\S+)")
-_AT_KEY = re.compile(r"^(?P<what>.+?) at key:? (?P<key>\S+)")
+_EXPECTED = r"^(?P<what>Expected .*?) at key (?P<key>\S+)"
+_ANY_OF = r"^Could not parse into any of \((?P<types>.*?)\) at key: (?P<key>\S+)"
+_NOT_PARSED = r"^Could not parse (?P<value>.*) in (?P<type>\w+) at key:? (?P<key>\S+)"
+_AT_KEY = r"^(?P<what>.+?) at key:? (?P<key>\S+)"
 
 
 def _names(text: str) -> list[str]:
@@ -398,10 +400,10 @@ def _names(text: str) -> list[str]:
 def translate_parse_error(exc: Exception, source: str | None) -> ConfigError:
     """One clear line from a compoconf parse error, naming the dotted key path."""
     text = str(exc.args[0]) if exc.args else str(exc)
-    match = _UNDEFINED.search(text)
+    match = re.search(_UNDEFINED, text)
     if match:
         return _key_set_error(match, source)
-    match = _CLASS_MISMATCH.search(text)
+    match = re.search(_CLASS_MISMATCH, text)
     if match:  # a class_name that is not the config class expected at that key
         return ConfigError(
             f"class_name {match['name']!r} does not name {match['cls']} (the implementation "
@@ -410,10 +412,10 @@ def translate_parse_error(exc: Exception, source: str | None) -> ConfigError:
             file=source,
         )
     for pattern, render in _SCALAR_ERRORS:
-        match = pattern.search(text)
+        match = re.search(pattern, text)
         if match:
             return ConfigError(render(match, text), key=match["key"], file=source)
-    match = _AT_KEY.search(_first_line(text))
+    match = re.search(_AT_KEY, _first_line(text))
     if match:
         return ConfigError(match["what"], key=match["key"], file=source)
     return ConfigError(_first_line(text), file=source)
@@ -451,7 +453,7 @@ def _not_parsed(match: re.Match[str], _text: str) -> str:
     return f"expected {match['type']}, got {match['value']}"
 
 
-_SCALAR_ERRORS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str], str], str]], ...] = (
+_SCALAR_ERRORS: tuple[tuple[str, Callable[[re.Match[str], str], str]], ...] = (
     (_EXPECTED, _expected),
     (_ANY_OF, _any_of),
     (_NOT_PARSED, _not_parsed),

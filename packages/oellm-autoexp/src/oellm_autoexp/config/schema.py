@@ -9,8 +9,9 @@ Enumerated string fields are plain `str` here and checked in `config.validation`
 a clearer message than a failed `Literal` parse.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: compoconf resolves a config class's annotations
+# (typing.get_type_hints) when it parses one, and each annotation kept as a string is
+# compiled then; evaluated here, at import, they cost a config load nothing (issue 26).
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -4,8 +4,9 @@ A session stores the dumped monitor config and restart policies, so `monitor --m
 rebuilds them without the original YAML (`load_settings`).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: compoconf resolves a config class's annotations
+# (typing.get_type_hints) when it parses one, and each annotation kept as a string is
+# compiled then; evaluated here, at import, they cost a config load nothing (issue 26).
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
