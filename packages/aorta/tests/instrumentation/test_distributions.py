@@ -31,7 +31,7 @@ def test_every_installed_distribution_reads_as_importlib_reads_it() -> None:
         ({"METADATA": "Name: crlf\r\nVersion: 2.0 \r\n\r\nbody"}, ("crlf", "2.0 ")),
         ({"METADATA": "Name: lone-cr\rVersion:\t3.0\r\r"}, ("lone-cr", "3.0")),
         ({"METADATA": "Name: folded\nVersion: 4.0\n  .post1\n\n"}, None),  # importlib redents it
-        ({"METADATA": "Name: other-fold\nSummary: a\n  b\nVersion: 5.0\n"}, None),
+        ({"METADATA": "Name: other-fold\nSummary: a\n  b\nVersion: 5.0\n"}, ("other-fold", "5.0")),
         ({"METADATA": "Name: twice\nVersion: 6.0\nVersion: 7.0\n"}, ("twice", "6.0")),
         ({"METADATA": "name: lower\nVERSION: 8.0"}, ("lower", "8.0")),
         ({"METADATA": "Name: no-version\n"}, ("no-version", None)),
