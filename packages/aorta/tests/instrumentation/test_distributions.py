@@ -27,7 +27,10 @@ def test_every_installed_distribution_reads_as_importlib_reads_it() -> None:
 @pytest.mark.parametrize(
     ("files", "expected"),
     [
-        ({"METADATA": "Metadata-Version: 2.1\nName: plain\nVersion: 1.0\n\nName: body\n"}, ("plain", "1.0")),
+        (
+            {"METADATA": "Metadata-Version: 2.1\nName: plain\nVersion: 1.0\n\nName: body\n"},
+            ("plain", "1.0"),
+        ),
         ({"METADATA": "Name: crlf\r\nVersion: 2.0 \r\n\r\nbody"}, ("crlf", "2.0 ")),
         ({"METADATA": "Name: lone-cr\rVersion:\t3.0\r\r"}, ("lone-cr", "3.0")),
         ({"METADATA": "Name: folded\nVersion: 4.0\n  .post1\n\n"}, None),  # importlib redents it
