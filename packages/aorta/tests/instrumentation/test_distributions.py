@@ -36,6 +36,10 @@ def test_every_installed_distribution_reads_as_importlib_reads_it() -> None:
         ({"METADATA": "Name: folded\nVersion: 4.0\n  .post1\n\n"}, None),  # importlib redents it
         ({"METADATA": "Name: other-fold\nSummary: a\n  b\nVersion: 5.0\n"}, ("other-fold", "5.0")),
         ({"METADATA": "Name: twice\nVersion: 6.0\nVersion: 7.0\n"}, ("twice", "6.0")),
+        (
+            {"METADATA": "Name: licence\nVersion: 1\nLicense: a\n  b\nnot a header\n"},
+            ("licence", "1"),
+        ),
         ({"METADATA": "name: lower\nVERSION: 8.0"}, ("lower", "8.0")),
         ({"METADATA": "Name: no-version\n"}, ("no-version", None)),
         ({"METADATA": "not a header\nName: after\nVersion: 1\n"}, None),

@@ -155,7 +155,8 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None
 
 def _plain_headers(text: str) -> dict[str, str] | None:
     """The first value of each header (lower-cased name) of an RFC 822 header block, as the
-    email parser's compat32 policy gives it; None where that needs the email parser."""
+    email parser's compat32 policy gives it, read until Name and Version are both known;
+    None where that needs the email parser."""
     headers: dict[str, str] = {}
     last = ""
     for line in _LINE.finditer(text):
@@ -166,6 +167,10 @@ def _plain_headers(text: str) -> dict[str, str] | None:
             if last in ("name", "version"):
                 return None
             continue
+        if "name" in headers and "version" in headers:
+            # Both are final: only the header just ended could have been folded further.
+            # (Some packages fold a whole licence text into a later header.)
+            break
         match = _HEADER_NAME.match(content)
         if match is None:
             return None
