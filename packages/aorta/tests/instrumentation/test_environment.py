@@ -246,6 +246,9 @@ def test_one_unreadable_distribution_does_not_hide_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     class Broken:
+        def read_text(self, filename: str) -> str | None:
+            return None  # what importlib answers for a file that is gone
+
         @property
         def metadata(self) -> Any:
             raise OSError("METADATA vanished")
