@@ -16,7 +16,7 @@ from aorta.cli.env import env_group
 from aorta.cli.run import run_command
 from aorta.cli.triage import triage_group
 from aorta.text_safety import terminal_text
-from toolkit_core.cli import run_cli, version_option
+from toolkit_core.cli import console_exit, run_cli, version_option
 from toolkit_core.text import shorten
 
 
@@ -46,19 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def console_main() -> int:
-    """The `aorta` console script: `main`, then freeze every object before the process exits.
-
-    `gc.freeze` spares the interpreter's final collection a walk over every object the
-    imports and the run made (a process about to end need not free its cycles; the OS takes
-    the memory back). Objects in such cycles are then not finalized at exit, which CPython
-    does not promise either; streams are still flushed and atexit hooks still run. In-process
-    callers (tests, the benchmark's probe) call `main`, which leaves the collector alone.
-    """
-    import gc
-
-    code = main()
-    gc.freeze()
-    return code
+    """The `aorta` console script: `main`, then exit without a final walk of every object."""
+    return console_exit(main)
 
 
 if __name__ == "__main__":

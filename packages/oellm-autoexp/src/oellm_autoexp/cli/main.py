@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from oellm_autoexp.errors import EXIT_OK
-from toolkit_core.cli import LazyGroup, run_cli, version_option
+from toolkit_core.cli import LazyGroup, console_exit, run_cli, version_option
 
 if TYPE_CHECKING:
     from oellm_autoexp.plan import Plan
@@ -348,18 +348,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def console_main() -> int:
-    """The `oellm-autoexp` console script (and ``python -m oellm_autoexp.cli``): `main`, then exit.
-
-    Before the process exits, every object it made is frozen (`gc.freeze`), so the
-    interpreter's final garbage collection does not walk them all again: a process that is
-    about to end need not free its reference cycles, the OS takes its memory back. Objects
-    in such cycles are then not finalized at exit (CPython does not promise that either);
-    sys.stdout/stderr are still flushed and the atexit hooks still run. That final walk was
-    ~38 M instructions of a config dry run's ~0.8 G. In-process callers (tests, `api`
-    users) call `main`, which leaves the collector alone.
-    """
-    import gc
-
-    code = main()
-    gc.freeze()
-    return code
+    """The `oellm-autoexp` console script (and ``python -m oellm_autoexp.cli``): `main`, then
+    exit without a final walk of every object (`toolkit_core.cli.console_exit`)."""
+    return console_exit(main)
