@@ -82,6 +82,8 @@ def _depth(line: str) -> int:
 
 
 def _region_marker(line: str) -> bool:
+    if "region" not in line:
+        return False  # most lines: no need to split them into words
     parts = line.split()
     return len(parts) == 2 and parts[0] == "region" and parts[1].isdigit()
 

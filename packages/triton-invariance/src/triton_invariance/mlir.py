@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from itertools import count, repeat
-from operator import itemgetter
+from itertools import compress, count, repeat
+from operator import itemgetter, not_
 from typing import Final, NamedTuple
 
 # Token kinds.
@@ -89,9 +89,10 @@ _KIND_BY_FIRST_CHAR: Final = {
 # For a token starting with `-`, a digit or `?`: a shape prefix ends with `x` (`128x`, `?x4x`: no
 # number does), `->` with `>` and a lone `?` with `?`; anything else is a number (`-1.5`, `0x1F`).
 _KIND_BY_LAST_CHAR: Final = {"x": DIMS, ">": PUNCT, "?": PUNCT}
-# Characters a token may start with; any other is matched by the pattern's last alternative (`.`)
-# on its own and is an error.
-_FIRST_CHARS: Final = frozenset(_KIND_BY_FIRST_CHAR) | frozenset("-0123456789?")
+# First characters of the tokens whose kind the last character decides. A character that is
+# neither here nor in `_KIND_BY_FIRST_CHAR` starts no token: the pattern's last alternative
+# (`.`) matched it on its own, and it is an error.
+_LAST_CHAR_DECIDES: Final = frozenset("-0123456789?")
 _OPEN_TO_CLOSE: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = frozenset(_OPEN_TO_CLOSE.values())
 
@@ -162,16 +163,19 @@ def lex(text: str) -> tuple[list[str], list[str]]:
     For readers that need no token objects (the data-flow hash reads every canonical op line
     so): building a `Token` costs more than finding it.
     """
-    # Every step is a C loop (findall, filter, map): the fingerprint lexes the module and then
-    # each canonical line again, so a per-token Python loop here was its largest cost.
+    # Every step over all tokens is a C loop (findall, filter, map, compress): the fingerprint
+    # lexes the module and then each canonical line again, so a per-token Python loop here was
+    # its largest cost. Only the tokens whose first character does not decide their kind (a
+    # number or shape prefix, `->`, `?`; or an error) get a Python step.
     pieces = list(filter(None, _token_re().findall(text)))
-    firsts = list(map(itemgetter(0), pieces))
-    if not _FIRST_CHARS.issuperset(firsts):
-        bad = next(i for i, c in enumerate(firsts) if c not in _FIRST_CHARS)
-        line = 1 + pieces[:bad].count("\n")
-        raise MlirSyntaxError(f"line {line}: unexpected character {pieces[bad]!r}")
-    by_last = map(_KIND_BY_LAST_CHAR.get, map(itemgetter(-1), pieces), repeat(NUMBER))
-    return list(map(_KIND_BY_FIRST_CHAR.get, firsts, by_last)), pieces
+    kinds = list(map(_KIND_BY_FIRST_CHAR.get, map(itemgetter(0), pieces)))
+    for i in compress(count(), map(not_, kinds)):  # the indices of the None kinds
+        piece = pieces[i]
+        if piece[0] not in _LAST_CHAR_DECIDES:
+            line = 1 + pieces[:i].count("\n")
+            raise MlirSyntaxError(f"line {line}: unexpected character {piece!r}")
+        kinds[i] = _KIND_BY_LAST_CHAR.get(piece[-1], NUMBER)
+    return kinds, pieces
 
 
 def tokenize(text: str) -> list[Token]:

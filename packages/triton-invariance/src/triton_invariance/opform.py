@@ -129,6 +129,8 @@ def split_op(kinds: list[str], texts: list[str]) -> tuple[list[str], str, int] |
 
 
 def _top_level(template: list[str], sep: str) -> list[list[str]]:
+    if sep not in template:
+        return [list(template)]  # the common case, found by a C scan: nothing to split
     parts: list[list[str]] = [[]]
     depth = 0
     for text in template:
