@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import compress, count, repeat
 from operator import itemgetter, not_
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, cast
 
 # Token kinds.
 VALUE: Final = "value"  # %name or %name#3
@@ -160,8 +160,8 @@ def _token_re() -> re.Pattern[str]:
 def lex(text: str) -> tuple[list[str], list[str]]:
     """The kinds and the texts of `tokenize(text)`'s tokens, as two lists.
 
-    For readers that need no token objects (the data-flow hash reads every canonical op line
-    so): building a `Token` costs more than finding it.
+    For readers that need no token objects: the data-flow hash reads every canonical op line
+    so, without a `Token` per token.
     """
     # Every step over all tokens is a C loop (findall, filter, map, compress): the fingerprint
     # lexes the module and then each canonical line again, so a per-token Python loop here was
@@ -175,7 +175,7 @@ def lex(text: str) -> tuple[list[str], list[str]]:
             line = 1 + pieces[:i].count("\n")
             raise MlirSyntaxError(f"line {line}: unexpected character {piece!r}")
         kinds[i] = _KIND_BY_LAST_CHAR.get(piece[-1], NUMBER)
-    return kinds, pieces
+    return cast("list[str]", kinds), pieces  # every None was replaced above
 
 
 def tokenize(text: str) -> list[Token]:
