@@ -50,7 +50,7 @@ from triton_invariance.effects import (
     WRITE,
     effect_of,
 )
-from triton_invariance.mlir import BLOCK, MAX_NESTING, NUMBER, VALUE, Token
+from triton_invariance.mlir import BLOCK, MAX_NESTING, NUMBER, VALUE
 from triton_invariance.opform import (
     Loop,
     digest,
@@ -82,6 +82,8 @@ def _depth(line: str) -> int:
 
 
 def _region_marker(line: str) -> bool:
+    if "region" not in line:
+        return False  # most lines: no need to split them into words
     parts = line.split()
     return len(parts) == 2 and parts[0] == "region" and parts[1].isdigit()
 
@@ -193,13 +195,14 @@ class _Hasher:
     def _header(self, line: str, depth: int, position: int) -> str:
         template = []
         args = 0
-        for t in tokens_of(line) or []:
-            if t.kind == VALUE:
-                self.env[t.text] = digest("arg", str(depth), str(position), str(args))
+        kinds, texts = tokens_of(line) or ([], [])
+        for kind, text in zip(kinds, texts, strict=True):
+            if kind == VALUE:
+                self.env[text] = digest("arg", str(depth), str(position), str(args))
                 args += 1
                 template.append("%")
-            elif t.kind != BLOCK:
-                template.append(t.text)
+            elif kind != BLOCK:
+                template.append(text)
         return digest("header", *template)
 
     def op(self, op: _Op, depth: int, mem: _Memory) -> tuple[str, int]:
@@ -208,14 +211,17 @@ class _Hasher:
             self.env, self.free, self.buffer_of = {}, 0, {}
             self.function += 1
         tokens = tokens_of(line)
-        parsed = split_op(tokens) if tokens is not None else None
-        if parsed is None:
+        parsed = split_op(*tokens) if tokens is not None else None
+        if tokens is None or parsed is None:
             h = mem.barrier = digest("raw", line.strip(), mem.barrier)
             self.hashes[op.index] = h
             return h, WRITE
-        results, name, body = parsed
-        template, operands, operand_names = self._scan(body, depth)
-        loop, template, operands = self._canonical_order(name, body, template, operands, depth)
+        results, name, start = parsed
+        kinds, texts = tokens[0][start:], tokens[1][start:]
+        template, operands, operand_names = self._scan(kinds, texts, depth)
+        loop, template, operands = self._canonical_order(
+            name, kinds, texts, template, operands, depth
+        )
         effect = effect_of(name)
         region_hashes = []
         if loop is not None:
@@ -264,40 +270,48 @@ class _Hasher:
         self.hashes[op.index] = h
         return h, effect
 
-    def _scan(self, body: list[Token], depth: int) -> tuple[list[str], list[str], list[str]]:
+    def _scan(
+        self, kinds: list[str], texts: list[str], depth: int
+    ) -> tuple[list[str], list[str], list[str]]:
         """(template with values elided, operand hashes, operand names) of an op body."""
         template: list[str] = []
         operands: list[str] = []
         operand_names: list[str] = []
         declared = 0
-        i, n = 0, len(body)
+        i, n = 0, len(texts)
         while i < n:
-            t = body[i]
-            if t.kind == VALUE:
-                if i + 1 < n and body[i + 1].text == "=":
-                    self.env[t.text] = digest("bound", str(depth), str(declared))
+            kind, text = kinds[i], texts[i]
+            if kind == VALUE:
+                if i + 1 < n and texts[i + 1] == "=":
+                    self.env[text] = digest("bound", str(depth), str(declared))
                     declared += 1
                     template.append("%=")
                 else:
-                    operands.append(self.value(t.text))
-                    operand_names.append(t.text)
+                    operands.append(self.value(text))
+                    operand_names.append(text)
                     template.append("%")
             elif (
-                t.text == "{"
+                text == "{"
                 and i + 3 < n
-                and body[i + 1].text == "region"
-                and body[i + 2].kind == NUMBER
-                and body[i + 3].text == "}"
+                and texts[i + 1] == "region"
+                and kinds[i + 2] == NUMBER
+                and texts[i + 3] == "}"
             ):
                 template.append("{region}")
                 i += 3
             else:
-                template.append(t.text)
+                template.append(text)
             i += 1
         return template, operands, operand_names
 
     def _canonical_order(
-        self, name: str, body: list[Token], template: list[str], operands: list[str], depth: int
+        self,
+        name: str,
+        kinds: list[str],
+        texts: list[str],
+        template: list[str],
+        operands: list[str],
+        depth: int,
     ) -> tuple[Loop | None, list[str], list[str]]:
         """An scf.for with its iter_args in canonical order (each region argument named by its
         key, initial value and type, not its position), and its scf.yield to match."""
@@ -307,7 +321,7 @@ class _Hasher:
         if loop is None:
             return None, template, operands
         bound = [
-            t.text for i, t in enumerate(body[:-1]) if t.kind == VALUE and body[i + 1].text == "="
+            text for i, text in enumerate(texts[:-1]) if kinds[i] == VALUE and texts[i + 1] == "="
         ]
         for value, key in zip(bound[1:], loop.keys, strict=False):
             self.env[value] = digest("iter", str(depth), key)

@@ -173,21 +173,30 @@ class _AliasResolver:
 
 def render(tokens: list[Token] | Iterator[Token]) -> str:
     """Canonical text of a token sequence: spacing depends on the tokens only, never the input."""
-    parts: list[str] = []
-    prev: Token | None = None
+    kinds: list[str] = []
+    texts: list[str] = []
     for t in tokens:
-        text = t.text
-        if prev is not None:
-            glued = (
-                text in _NO_SPACE_BEFORE
-                or prev.text in _NO_SPACE_AFTER
-                or prev.kind == DIMS
-                or (text in ("(", "<") and prev.kind in _GLUE_BEFORE_OPEN)
-            )
-            if not glued:
-                parts.append(" ")
+        kinds.append(t.kind)
+        texts.append(t.text)
+    return _render(kinds, texts)
+
+
+def _render(kinds: list[str], texts: list[str]) -> str:
+    """`render` of tokens given as their kinds and texts (the canonicaliser builds op lines so,
+    without a token object per rewritten value)."""
+    if not texts:
+        return ""
+    parts = [texts[0]]
+    for prev_kind, prev_text, text in zip(kinds, texts, texts[1:], strict=False):
+        glued = (
+            text in _NO_SPACE_BEFORE
+            or prev_text in _NO_SPACE_AFTER
+            or prev_kind == DIMS
+            or (text in ("(", "<") and prev_kind in _GLUE_BEFORE_OPEN)
+        )
+        if not glued:
+            parts.append(" ")
         parts.append(text)
-        prev = t
     return "".join(parts)
 
 
@@ -283,31 +292,32 @@ class _Builder:
         by ``=`` is declared there, any other is a use.
         """
         tokens = self.resolver.resolve(body)
-        out: list[Token] = []
+        kinds: list[str] = []
+        texts: list[str] = []
         refs: list[str] = []
         # Stack of open brackets; True marks the `<` of a type whose parameters may be encodings.
         stack: list[bool] = []
         i, n = 0, len(tokens)
         while i < n:
-            t = tokens[i]
-            kind, text = t.kind, t.text
+            kind, text, _ = tokens[i]
             if kind == HASH and stack and stack[-1]:
                 j = _attribute_end(tokens, i)
                 definition = text if j == i + 1 else render(tokens[i:j])
                 refs.append(f"#{self._layout_id(definition)}")
-                if out and out[-1].text == ",":
-                    out.pop()
+                if texts and texts[-1] == ",":
+                    kinds.pop()
+                    texts.pop()
                 i = j
                 continue
             if kind == VALUE:
                 declared = header or (i + 1 < n and tokens[i + 1].text == "=")
-                t = Token(VALUE, (self._define if declared else self._use)(text), t.pos)
+                text = (self._define if declared else self._use)(text)
             elif kind == BLOCK:
-                t = Token(BLOCK, self._block_label(text), t.pos)
-            elif kind == SYMBOL and text in self.symbols:
-                t = Token(SYMBOL, self.symbols[text], t.pos)
+                text = self._block_label(text)
+            elif kind == SYMBOL:
+                text = self.symbols.get(text, text)
             elif kind == REGION:
-                t = Token(PUNCT, "{region " + text + "}", t.pos)
+                kind, text = PUNCT, "{region " + text + "}"
             elif kind == PUNCT:
                 if text in ("(", "[", "{"):
                     stack.append(False)
@@ -321,9 +331,10 @@ class _Builder:
                     )
                 elif text in (")", "]", "}", ">") and stack:
                     stack.pop()
-            out.append(t)
+            kinds.append(kind)
+            texts.append(text)
             i += 1
-        return render(out), ",".join(refs)
+        return _render(kinds, texts), ",".join(refs)
 
     def _layout_id(self, definition: str) -> int:
         index = self._layout_ids.get(definition)

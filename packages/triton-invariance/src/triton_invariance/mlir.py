@@ -22,7 +22,9 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from itertools import compress, count, repeat
+from operator import itemgetter, not_
+from typing import Final, NamedTuple, cast
 
 # Token kinds.
 VALUE: Final = "value"  # %name or %name#3
@@ -48,23 +50,31 @@ _LOC = rf"loc\({_LOC_ARG}(?:\({_LOC_ARG}(?:\({_LOC_ARG}\){_LOC_ARG})*\){_LOC_ARG
 # One capturing group holds the token; blanks, comments and locations match outside it (empty
 # capture), so `findall` does all the scanning in C. The token's kind follows from its first
 # character (see `_KIND_BY_FIRST_CHAR`), which is how MLIR's own lexer dispatches too.
+# Alternatives are tried in order, so the most frequent come first (identifiers, punctuation,
+# values: a fifth less scanning than in lexer order); where two can match at one place the
+# order decides, and there the earlier must stay first: hex and floats before a shape prefix
+# (`0xFF` is not `0x` + `FF`), a shape prefix before `?` (`?x4x`), `::` before `:`.
 _TOKEN_PATTERN: Final = rf"""[ \t\r]*(?:{_LOC}|//[^\n]*|\Z|(
-    \n
-  | {_STRING}
+    [A-Za-z_][A-Za-z0-9_.$]*
+  | [(){{}}\[\]<>,=*+|]
   | %{_SUFFIX}(?:\#\d+)?
-  | \^{_SUFFIX}
-  | @(?:{_STRING}|{_SUFFIX})
+  | ::|:
+  | \n
   | \#{_SUFFIX}
   | !{_SUFFIX}
+  | {_STRING}
+  | \^{_SUFFIX}
+  | @(?:{_STRING}|{_SUFFIX})
   | -?0x[0-9A-Fa-f]+(?![\w.])
   | -?\d+\.\d*(?:[eE][+-]?\d+)?
   | -?\d+[eE][+-]?\d+
   | (?:\d+|\?)(?:x(?:\d+|\?))*x(?=[A-Za-z!?])
   | -?\d+
-  | [A-Za-z_][A-Za-z0-9_.$]*
-  | ->|::|[(){{}}\[\]<>,:=*+?|]
+  | ->|\?
   | .
     ))"""
+# The kind of a token whose first character decides it. Absent: `-`, digits and `?`, whose
+# kind the last character decides (`_KIND_BY_LAST_CHAR`), and characters that start no token.
 _KIND_BY_FIRST_CHAR: Final = {
     "%": VALUE,
     "^": BLOCK,
@@ -73,11 +83,16 @@ _KIND_BY_FIRST_CHAR: Final = {
     "!": BANG,
     '"': STRING,
     "\n": NEWLINE,
-    "-": NUMBER,
-    **dict.fromkeys("0123456789", NUMBER),
     **dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", IDENT),
+    **dict.fromkeys("(){}[]<>,:=*+|", PUNCT),
 }
-_PUNCTUATION: Final = frozenset({"->", "::", *"(){}[]<>,:=*+?|"})
+# For a token starting with `-`, a digit or `?`: a shape prefix ends with `x` (`128x`, `?x4x`: no
+# number does), `->` with `>` and a lone `?` with `?`; anything else is a number (`-1.5`, `0x1F`).
+_KIND_BY_LAST_CHAR: Final = {"x": DIMS, ">": PUNCT, "?": PUNCT}
+# First characters of the tokens whose kind the last character decides. A character that is
+# neither here nor in `_KIND_BY_FIRST_CHAR` starts no token: the pattern's last alternative
+# (`.`) matched it on its own, and it is an error.
+_LAST_CHAR_DECIDES: Final = frozenset("-0123456789?")
 _OPEN_TO_CLOSE: Final = {"(": ")", "[": "]", "{": "}", "<": ">"}
 _CLOSERS: Final = frozenset(_OPEN_TO_CLOSE.values())
 
@@ -142,31 +157,34 @@ def _token_re() -> re.Pattern[str]:
     return re.compile(_TOKEN_PATTERN, re.VERBOSE)
 
 
+def lex(text: str) -> tuple[list[str], list[str]]:
+    """The kinds and the texts of `tokenize(text)`'s tokens, as two lists.
+
+    For readers that need no token objects: the data-flow hash reads every canonical op line
+    so, without a `Token` per token.
+    """
+    # Every step over all tokens is a C loop (findall, filter, map, compress): the fingerprint
+    # lexes the module and then each canonical line again, so a per-token Python loop here was
+    # its largest cost. Only the tokens whose first character does not decide their kind (a
+    # number or shape prefix, `->`, `?`; or an error) get a Python step.
+    pieces = list(filter(None, _token_re().findall(text)))
+    kinds = list(map(_KIND_BY_FIRST_CHAR.get, map(itemgetter(0), pieces)))
+    for i in compress(count(), map(not_, kinds)):  # the indices of the None kinds
+        piece = pieces[i]
+        if piece[0] not in _LAST_CHAR_DECIDES:
+            line = 1 + pieces[:i].count("\n")
+            raise MlirSyntaxError(f"line {line}: unexpected character {piece!r}")
+        kinds[i] = _KIND_BY_LAST_CHAR.get(piece[-1], NUMBER)
+    return cast("list[str]", kinds), pieces  # every None was replaced above
+
+
 def tokenize(text: str) -> list[Token]:
     """Split MLIR assembly into tokens (whitespace, comments, ``loc(...)`` dropped; newlines kept).
 
     `Token.pos` is the token's index in the returned list.
     """
-    tokens: list[Token] = []
-    append = tokens.append
-    new = tuple.__new__
-    kind_of = _KIND_BY_FIRST_CHAR.get
-    line = 1
-    for piece in _token_re().findall(text):
-        if not piece:
-            continue
-        kind = kind_of(piece[0], PUNCT)
-        if piece == "->":
-            kind = PUNCT
-        elif kind == NUMBER or (piece[0] == "?" and len(piece) > 1):
-            if piece[-1] == "x":
-                kind = DIMS
-        elif kind == NEWLINE:
-            line += 1
-        elif kind == PUNCT and piece not in _PUNCTUATION:
-            raise MlirSyntaxError(f"line {line}: unexpected character {piece!r}")
-        append(new(Token, (kind, piece, len(tokens))))
-    return tokens
+    kinds, texts = lex(text)
+    return list(map(tuple.__new__, repeat(Token), zip(kinds, texts, count())))
 
 
 class _Parser:
@@ -204,11 +222,6 @@ class _Parser:
                 if depth == 0:
                     return
         raise self._error("unterminated loc(...)", start)
-
-    def _region_opens_here(self) -> bool:
-        """A ``{`` that ends its line opens a region (the printer's convention)."""
-        j = self.i + 1
-        return j >= self.n or self.toks[j].kind == NEWLINE
 
     # -- grammar --------------------------------------------------------------------------------
     def parse_module(self) -> Module:
@@ -274,27 +287,22 @@ class _Parser:
         body: list[Token] = []
         regions: list[list[Block]] = []
         stack: list[Token] = []
-        toks = self.toks
-        while self.i < self.n:
-            t = toks[self.i]
+        toks, n = self.toks, self.n
+        i = self.i  # a local index, written back before any call that reads `self.i`
+        while i < n:
+            t = toks[i]
             kind, text = t.kind, t.text
             if kind == NEWLINE:
-                self.i += 1
+                i += 1
                 if not stack:
                     break
                 continue
-            if (
-                kind == IDENT
-                and text == "loc"
-                and self.i + 1 < self.n
-                and toks[self.i + 1].text == "("
-            ):
-                self._skip_loc()
-                continue
             if kind == PUNCT:
-                if text == "{" and self._region_opens_here():
-                    self.i += 1
+                if text == "{" and (i + 1 >= n or toks[i + 1].kind == NEWLINE):
+                    # A `{` that ends its line opens a region (the printer's convention).
+                    self.i = i + 1
                     regions.append(self._region())
+                    i = self.i
                     body.append(Token(REGION, str(len(regions) - 1), t.pos))
                     continue
                 if text in _OPEN_TO_CLOSE:
@@ -303,8 +311,14 @@ class _Parser:
                     if not stack or _OPEN_TO_CLOSE[stack[-1].text] != text:
                         raise self._error(f"unbalanced {text!r}", t)
                     stack.pop()
+            elif kind == IDENT and text == "loc" and i + 1 < n and toks[i + 1].text == "(":
+                self.i = i
+                self._skip_loc()
+                i = self.i
+                continue
             body.append(t)
-            self.i += 1
+            i += 1
+        self.i = i
         if stack:
             raise self._error(f"{stack[-1].text!r} is never closed", stack[-1])
         return body, regions
