@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from toolkit_core.cli import run_cli, version_option
+from toolkit_core.cli import console_exit, run_cli, version_option
 from toolkit_core.errors import ExitCode
 from triton_invariance.data import InvarianceData
 from triton_invariance.errors import BaselineError, InvarianceUsageError
@@ -413,5 +413,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(cli, argv, "triton-invariance")
 
 
+def console_main() -> int:
+    """The `triton-invariance` console script: `main`, then exit without a final walk of every
+    object (`toolkit_core.cli.console_exit`)."""
+    return console_exit(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console_main())
