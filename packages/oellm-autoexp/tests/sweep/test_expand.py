@@ -145,3 +145,16 @@ def test_name_template_renders_params_and_reports_unknown_fields() -> None:
         job_name("{project}_{nope}", {"project": "p"}, index=3)
     assert info.value.key == "sweep.name_template"
     assert "job 3" in str(info.value)
+
+
+def test_hex_digest_is_hashlibs_blake2b() -> None:
+    import hashlib
+
+    from oellm_autoexp.sweep.ids import hex_digest
+
+    for data, size in (
+        (b"", 6),
+        (b'{"params":{"lr":0.0001},"project":"hello"}', 6),
+        (b"x" * 999, 32),
+    ):
+        assert hex_digest(data, size) == hashlib.blake2b(data, digest_size=size).hexdigest()

@@ -13,7 +13,6 @@ unless per-job directives interleave groups.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,7 +45,7 @@ from oellm_autoexp.slurm.render import (
     check_extra_directives,
     directive_lines,
 )
-from oellm_autoexp.sweep.ids import canonical_json, check_name
+from oellm_autoexp.sweep.ids import canonical_json, check_name, hex_digest
 from oellm_autoexp.sweep.stages import StageJob
 
 PLAN_FORMAT = 1
@@ -159,12 +158,12 @@ class PlanStream:
         self.project = config.project.name
         self.root = output_root(config, cwd=cwd)
         self.dumped = with_triage_templates(dump_config(config), cwd or Path.cwd())
-        self.plan_id = hashlib.blake2b(
+        self.plan_id = hex_digest(
             canonical_json(
                 {"format": PLAN_FORMAT, "root": str(self.root), "config": self.dumped}
             ).encode(),
-            digest_size=6,
-        ).hexdigest()
+            6,
+        )
         self.plan_dir = self.root / "plans" / self.plan_id
         self.submit_cmd = config.slurm.submit_cmd
         self.store_sweep_json = config.sweep.store_sweep_json
