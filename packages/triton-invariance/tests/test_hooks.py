@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,16 +62,10 @@ def triton_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Hooks installed with a reporter collecting their log lines; baselines under tmp_path."""
-    for name in ("TRITON_INVARIANCE_COMMIT", "TRITON_INVARIANCE_COMPARE"):
-        monkeypatch.delenv(name, raising=False)
+def installed(reported: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The conftest's `reported` hooks, with baselines under tmp_path/baselines."""
     monkeypatch.setenv("TRITON_INVARIANCE_BASELINE_DIR", str(tmp_path / "baselines"))
-    lines: list[str] = []
-    hooks.uninstall()
-    hooks.install(report=lines.append)
-    yield lines
-    hooks.uninstall()
+    return reported
 
 
 def _compile(fn: Any, block: int, **options: Any) -> Any:
