@@ -88,13 +88,19 @@ def test_a_session_file_another_user_owns_is_refused(tmp_path: Path) -> None:
     assert client.requests == []
 
 
+def _plant_submit_cmd(state: Path, session: Session, command: str) -> Path:
+    """Rewrite the session file's `slurm.submit_cmd` to `command`; the file's path."""
+    path = state / f"{session.session_id}.json"
+    data = json.loads(path.read_text())
+    data["config"]["slurm"]["submit_cmd"] = command
+    path.write_text(json.dumps(data))
+    return path
+
+
 def test_a_planted_submit_cmd_never_runs(tmp_path: Path) -> None:
     canary = tmp_path / "pwned"
     state, session = _planted(tmp_path)
-    path = state / f"{session.session_id}.json"
-    data = json.loads(path.read_text())
-    data["config"]["slurm"]["submit_cmd"] = f"touch {canary}"
-    path.write_text(json.dumps(data))
+    _plant_submit_cmd(state, session, f"touch {canary}")
     client = _RecordingSlurm()
     store = SessionStore(state, submit_cmd="sbatch --qos=mine")
     api.monitor_once(store, client, session_ids=[session.session_id])
@@ -123,10 +129,7 @@ def test_monitor_session_without_a_config_never_runs_a_planted_submit_cmd(
 ) -> None:
     canary = tmp_path / "pwned"
     state, session = _planted(tmp_path)
-    path = state / f"{session.session_id}.json"
-    data = json.loads(path.read_text())
-    data["config"]["slurm"]["submit_cmd"] = f"sh -c 'touch {canary}' planted"
-    path.write_text(json.dumps(data))
+    path = _plant_submit_cmd(state, session, f"sh -c 'touch {canary}' planted")
     path.chmod(0o600)  # the user's own file, no one else can write: ownership passes
     bin_dir = _fake_slurm(tmp_path)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
