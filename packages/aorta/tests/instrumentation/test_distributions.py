@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from aorta.instrumentation import system
+from toolkit_core.metadata_headers import plain_headers
 
 
 def _expected(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
@@ -58,7 +59,7 @@ def test_header_shapes_match_importlib(
     assert system._name_and_version(dist) == _expected(dist)
     # None: a shape left to the email parser; otherwise the scan's own answer.
     text = files.get("METADATA") or files["PKG-INFO"]
-    headers = system._plain_headers(text)
+    headers = plain_headers(text)
     if expected is None:
         assert headers is None
     else:

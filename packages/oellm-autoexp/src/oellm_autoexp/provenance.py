@@ -31,6 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from toolkit_core.metadata_headers import plain_headers
 from toolkit_core.timestamps import iso_stamp, utc_now
 
 PROVENANCE_FILE = "provenance.json"
@@ -233,20 +234,17 @@ def _metadata_paths(entries: Sequence[Path]) -> dict[str, list[Path]]:
 
 
 def _version_header(path: Path) -> str | None:
-    """The ``Version:`` header of a metadata directory (METADATA / PKG-INFO) or PKG-INFO file."""
+    """The ``Version:`` header of a metadata directory (METADATA / PKG-INFO) or PKG-INFO file;
+    None where it cannot be read plainly (`toolkit_core.metadata_headers`)."""
     for candidate in (path / "METADATA", path / "PKG-INFO", path):
         try:
-            with candidate.open(encoding="utf-8", errors="replace") as handle:
-                for line in handle:
-                    if not line.strip():
-                        break  # the headers end at the first blank line
-                    key, _, value = line.partition(":")
-                    if key.strip().lower() == "version":
-                        return value.strip()
+            text = candidate.read_text(encoding="utf-8", errors="replace")
         except (IsADirectoryError, FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
             return None
+        headers = plain_headers(text)
+        return None if headers is None else headers.get("version")
     return None
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import re
 import sys
 from pathlib import Path
 
 from aorta.instrumentation.models import CpuInfo, MemoryInfo, PlatformInfo, PythonInfo
+from toolkit_core.metadata_headers import plain_headers
 
 # Module attributes rather than literals so that tests can point them elsewhere.
 CPUINFO_PATH = Path("/proc/cpuinfo")
@@ -131,12 +131,6 @@ def installed_distributions() -> tuple[dict[str, str], list[str]]:
     return dict(sorted(found.items(), key=lambda item: item[0].lower())), problems
 
 
-# One line of a metadata file with its ending (the email parser's three line endings), and
-# a header name as the email parser accepts it (printable ASCII but ':' and space).
-_LINE = re.compile(r"([^\r\n]*)(\r\n|\r|\n|$)")
-_HEADER_NAME = re.compile(r"[\041-\071\073-\176]+:")
-
-
 def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None, str | None]:
     """`dist.metadata["Name"]` and `dist.version`, from the same file importlib reads.
 
@@ -147,33 +141,7 @@ def _name_and_version(dist: importlib.metadata.Distribution) -> tuple[str | None
     `Key: value` list (a folded Name or Version, a line that is not a header) is left to it.
     """
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or dist.read_text("")
-    headers = _plain_headers(text) if isinstance(text, str) else None
+    headers = plain_headers(text) if isinstance(text, str) else None
     if headers is None:
         return dist.metadata["Name"], dist.version
     return headers.get("name"), headers.get("version")
-
-
-def _plain_headers(text: str) -> dict[str, str] | None:
-    """The first value of each header (lower-cased name) of an RFC 822 header block, as the
-    email parser's compat32 policy gives it, read until Name and Version are both known;
-    None where that needs the email parser."""
-    headers: dict[str, str] = {}
-    last = ""
-    for line in _LINE.finditer(text):
-        content = line.group(1)
-        if not content:
-            break  # the blank line (or the end of the text) that ends the headers
-        if content[0] in " \t":  # a continuation: harmless unless it folds what is read
-            if last in ("name", "version"):
-                return None
-            continue
-        if "name" in headers and "version" in headers:
-            # Both are final: only the header just ended could have been folded further.
-            # (Some packages fold a whole licence text into a later header.)
-            break
-        match = _HEADER_NAME.match(content)
-        if match is None:
-            return None
-        last = match.group()[:-1].lower()
-        headers.setdefault(last, content[match.end() :].lstrip(" \t"))
-    return headers
