@@ -60,6 +60,24 @@ def test_an_nccl_failure_on_the_node_makes_the_restart_exclude_it_in_slurm(
         client.cancel([restart_id])
 
 
+def test_the_spare_node_stays_down_after_slurmctld_tried_to_reach_it(
+    slurm_spare_node_cluster: Any,
+) -> None:
+    """The tests above need a job that excludes the real node to wait. The spare node once
+    shared the real node's address and port: the real slurmd answered slurmctld's first ping
+    to it (~4 s after start) and ReturnToService=2 made it idle, so such a job ran."""
+    cluster = slurm_spare_node_cluster
+    spare = f"{cluster.node}-spare"
+    deadline = time.monotonic() + 40  # slurmctld pings a down node within ~15 s of start
+    while True:
+        state = cluster.run("sinfo", "-h", "-N", "-n", spare, "-o", "%T").strip()
+        assert state.startswith("down"), f"{spare} came up: {state}"
+        if state.endswith("*"):  # pinged, and nothing answered
+            break
+        assert time.monotonic() < deadline, f"slurmctld never tried to reach {spare}"
+        time.sleep(0.5)
+
+
 def test_scontrol_update_sets_the_excluded_nodes_of_a_queued_job(
     slurm_spare_node_cluster: Any, tmp_path: Path
 ) -> None:

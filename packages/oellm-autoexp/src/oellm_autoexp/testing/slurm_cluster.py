@@ -213,9 +213,12 @@ def _write_conf(
     if spare_node:
         # A second node that is configured but down: a job that excludes the real node is
         # accepted and waits (sbatch refuses a request no configured node could satisfy).
+        # Its own port, where nothing listens: on the real node's port, the real slurmd
+        # answered slurmctld's messages to it and ReturnToService=2 brought it back up.
         spare = f"{node}-spare"
         lines.append(
-            f"NodeName={spare} NodeAddr=127.0.0.1 CPUs={NODE_CPUS} RealMemory=2048 State=DOWN"
+            f"NodeName={spare} NodeAddr=127.0.0.1 Port={_free_port()} CPUs={NODE_CPUS} "
+            "RealMemory=2048 State=DOWN"
         )
         nodes = f"{node},{spare}"
     lines.append(f"PartitionName={partition} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP")
