@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -320,9 +321,11 @@ def test_finite_log_passes_with_the_printed_step_times(tmp_path: Path, name: str
     assert out.warnings == []
     if sample.printed_ms is None:
         assert out.clock == "arrival"
-        # Lines that arrive ARRIVAL_GAP_S apart: each step time is about that gap.
+        # Lines that arrive ARRIVAL_GAP_S apart: a step time is about that gap. Not every one:
+        # a reader descheduled on a loaded machine reads two lines at once (one ~0 ms step,
+        # the next ~twice the gap), so the median is judged.
         assert len(out.step_times_ms) == STEPS - out.warmup_steps
-        assert all(ms >= ARRIVAL_GAP_S * 1000 * 0.5 for ms in out.step_times_ms)
+        assert statistics.median(out.step_times_ms) >= ARRIVAL_GAP_S * 1000 * 0.5
     else:
         assert out.clock == "log"
         expected = sample.printed_ms[out.warmup_steps :]
