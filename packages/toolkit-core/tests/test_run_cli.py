@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+
 import click
 import pytest
 
-from toolkit_core.cli import run_cli
+from toolkit_core.cli import console_exit, run_cli
 from toolkit_core.errors import ExitCode, ToolkitError, UsageError
 from toolkit_core.text import one_line
 
@@ -82,3 +84,20 @@ def test_help_exits_zero() -> None:
 def test_a_long_value_is_cut_in_the_middle() -> None:
     line = one_line("x" * 5000, limit=100)
     assert len(line) < 200 and "characters cut" in line
+
+
+def test_console_exit_runs_main_then_freezes_the_heap() -> None:
+    calls: list[str] = []
+
+    def main() -> int:
+        calls.append("main")
+        assert gc.get_freeze_count() == 0  # main itself runs with the collector as it was
+        return 3
+
+    gc.unfreeze()
+    try:
+        assert console_exit(main) == 3
+        assert calls == ["main"]
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # the objects go back to the collector for the tests after this one
